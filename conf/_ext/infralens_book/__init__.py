@@ -2,8 +2,9 @@
 
 - notebooks.py: GPU cells (skipped, shown with their latest record) and dependency fingerprints
   that keep executed outputs in step with src/ and with the GPU records;
-- annotated.py: literalinclude by markers with pinned emphasis;
-- anchors.py: the anchor registry, stable URLs (a/<label>.html) and the cite buttons.
+- annotated.py: literalinclude by markers, emphasis chosen by pins (checked on every build);
+- anchors.py: the anchor registry (checked on every build), stable URLs (a/<label>.html) and
+  the cite buttons.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", notebooks.install)
     app.connect("source-read", notebooks.note_dependencies)
     app.connect("doctree-read", drop_html_only_pages)
+    app.connect("env-get-outdated", annotated.reread_problem_docs)
+    app.connect("env-purge-doc", annotated.purge_doc)
+    app.connect("env-merge-info", annotated.merge_info)
     app.connect("doctree-resolved", anchors.add_cite_buttons)
+    app.connect("build-finished", anchors.check_registry)
     app.connect("build-finished", anchors.write_stable_urls)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -3,6 +3,8 @@
     python -m infralens_book anchors check|update   the anchor registry (conf/anchors.json)
     python -m infralens_book annotations            pinned emphasis of every literalinclude
     python -m infralens_book latex-log DIR          glyphs missing from the PDF
+    python -m infralens_book page PAGE.md [...]     run one page's CPU cells; report failures,
+                                                    stderr and glue keys no cell provides
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ BOOK, REGISTRY = ROOT / "book", ROOT / "conf" / "anchors.json"
 
 
 def annotation_problems(book: Path = BOOK) -> list[str]:
-    from infralens.gpu.cells import directives
+    from infralens.tools.cells.parse import directives
 
     problems = []
     for page in sorted(book.rglob("*.md")):
@@ -25,8 +27,9 @@ def annotation_problems(book: Path = BOOK) -> list[str]:
         for block in directives(text, "literalinclude"):
             arg = block.argument
             target = (book / arg.lstrip("/")) if arg.startswith("/") else page.parent / arg
-            for problem in annotated.check(target, {k: str(v) if not isinstance(v, list) else v
-                                                    for k, v in block.options.items()}):
+            options = {k: str(v) if not isinstance(v, list) else v for k, v in block.options.items()}
+            _, found = annotated.check(target, options)
+            for problem in found:
                 problems.append(f"{page.relative_to(book)}:{block.line}: {problem}")
     return problems
 
@@ -42,6 +45,18 @@ def main(argv: list[str]) -> int:
             problems += anchors.compare(anchors.load_registry(REGISTRY), current)
     elif argv == ["annotations"]:
         problems = annotation_problems()
+    elif argv[:1] == ["page"] and len(argv) >= 2:
+        from .page_check import check_page
+
+        problems = []
+        for name in argv[1:]:
+            page = Path(name).resolve()
+            if not page.is_file():
+                problems.append(f"{name}: no such page")
+                continue
+            found, seconds = check_page(page)
+            print(f"{name}: cells ran in {seconds:.1f} s, {len(found)} problem(s)")
+            problems += [f"{name}: {p}" for p in found]
     elif argv[:1] == ["latex-log"] and len(argv) == 2:
         problems = [f"missing character in the PDF: {m}"
                     for m in latex_log.missing_characters(Path(argv[1]))]

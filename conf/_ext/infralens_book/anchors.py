@@ -22,7 +22,11 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.application import Sphinx
 
-from infralens.gpu.cells import directives
+from sphinx.util import logging
+
+from infralens.tools.cells.parse import directives
+
+logger = logging.getLogger(__name__)
 
 LABEL = re.compile(r"^\((?P<label>[A-Za-z0-9][A-Za-z0-9_.:-]*)\)=\s*$")
 HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<title>.+?)\s*$")
@@ -181,8 +185,20 @@ def add_cite_buttons(app: Sphinx, doctree: nodes.document, docname: str) -> None
                 break
 
 
+def check_registry(app: Sphinx, exception: Exception | None) -> None:
+    """Every build compares the book's anchors with the registry: a registered anchor that
+    disappeared (or moved, or an unregistered one) is a warning, so `-W` fails the build."""
+    if exception:
+        return
+    current, problems = collect(Path(app.srcdir))
+    problems += compare(load_registry(Path(app.config.infralens_anchor_registry)), current)
+    for problem in problems:
+        logger.warning("anchors: %s", problem, type="infralens", subtype="anchors")
+
+
 def write_stable_urls(app: Sphinx, exception: Exception | None) -> None:
-    """`a/<label>.html` forwards to the label's current location (redirects included)."""
+    """`a/<label>.html` forwards to the label's current location (redirects included); a
+    forwarder left from an earlier build whose label no longer exists is removed."""
     if exception or app.builder.format != "html" or app.builder.name == "singlehtml":
         return
     labels = app.env.domaindata["std"]["labels"]
@@ -191,14 +207,19 @@ def write_stable_urls(app: Sphinx, exception: Exception | None) -> None:
     targets.update({old: new for old, new in registry["redirects"].items() if new in labels})
     outdir = Path(app.outdir) / "a"
     outdir.mkdir(exist_ok=True)
+    written = set()
     for label, target in targets.items():
         doc, labelid, sectname = labels[target]
         if not sectname or not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
             continue
         url = "../" + app.builder.get_target_uri(doc) + "#" + labelid
+        written.add(f"{label}.html")
         (outdir / f"{label}.html").write_text(
             f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(sectname)}</title>'
             f'<meta http-equiv="refresh" content="0; url={html.escape(url)}">'
             f'<link rel="canonical" href="{html.escape(url)}"></head>'
             f'<body><a href="{html.escape(url)}">{html.escape(sectname)}</a></body></html>\n',
             encoding="utf-8")
+    for stale in outdir.glob("*.html"):
+        if stale.name not in written:
+            stale.unlink()

@@ -22,8 +22,8 @@ import nbformat
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from infralens.gpu import records
-from infralens.gpu.cells import is_notebook, parse_cells
+from infralens.tools.cells import records
+from infralens.tools.cells.parse import is_notebook, parse_cells
 
 from . import deps
 
@@ -46,7 +46,7 @@ def record_markdown(record_id: str | None, source: str, book: Path) -> str:
     if rec is None:
         return (f":::{{admonition}} GPU cell `{record_id}`: not measured yet\n:class: gpu-record "
                 "gpu-record-missing\nThis cell runs only on a CUDA GPU (`nox -s gpu`, or "
-                "`python -m infralens.gpu run`). No record exists for it yet, so the book shows "
+                "`python -m infralens.tools.cells run`). No record exists for it yet, so the book shows "
                 "no numbers from it.\n:::")
     parts = [f"::::{{admonition}} GPU record `{record_id}`\n:class: gpu-record",
              f"**Measured on** {rec.provenance_line}."]

@@ -1,26 +1,16 @@
-"""Attention, from the naive S x S algorithm to FlashAttention (Lab 07).
+"""Attention: the reference, masks, grouped-query attention and its KV cache, online softmax,
+FlashAttention's tiled algorithm and its Triton kernel, and the one FLOP count.
 
-``flashattention_mental_model`` is plain PyTorch: naive attention, online softmax in its
-one-element and block forms, a tiled FlashAttention forward and an HBM traffic model.
-``infralens.kernels.triton_flash_attention`` is the same forward pass as a Triton kernel.
+* :mod:`~infralens.attention.reference`: naive attention, the S x S scores materialized.
+* :mod:`~infralens.attention.masks`: which keys a query sees (causal, sliding window), ALiBi.
+* :mod:`~infralens.attention.gqa`: grouped-query attention, a KV cache, split-KV decoding.
+* :mod:`~infralens.attention.online_softmax`: one-pass softmax and the merge rule.
+* :mod:`~infralens.attention.flash_reference`: FlashAttention's forward pass in plain PyTorch.
+* :mod:`~infralens.attention.io_model`: the HBM traffic of both, as closed forms.
+* :mod:`~infralens.attention.triton_flash`: the same forward pass as a Triton kernel.
+* :mod:`~infralens.attention.flops`: the FLOPs of one attention call.
+* :mod:`~infralens.attention.bench`: SDPA prefill and decode sweeps on a GPU.
+
+Import the submodules; the package re-exports nothing, so importing it imports neither torch
+nor triton.
 """
-
-from .flashattention_mental_model import (
-    IOCount,
-    SoftmaxState,
-    flash_attention_forward,
-    flash_hbm_elements,
-    merge_states,
-    naive_attention,
-    naive_hbm_elements,
-    online_softmax,
-    online_softmax_blocks,
-    online_softmax_one,
-    paper_block_sizes,
-)
-
-__all__ = [
-    "IOCount", "SoftmaxState", "flash_attention_forward", "flash_hbm_elements", "merge_states",
-    "naive_attention", "naive_hbm_elements", "online_softmax", "online_softmax_blocks",
-    "online_softmax_one", "paper_block_sizes",
-]

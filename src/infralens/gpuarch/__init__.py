@@ -1,4 +1,4 @@
-"""Chapter 1: GPU architecture and the memory hierarchy, as code.
+"""GPU architecture and the memory hierarchy, as code: occupancy, rooflines, latency, scheduling.
 
 * :mod:`~infralens.gpuarch.occupancy`: resident blocks per SM from first principles (registers,
   shared memory, warps, block slots, barriers), with the allocation rules NVIDIA documents.
@@ -11,7 +11,7 @@
   measures load latency with a pointer chase.
 
 * :mod:`~infralens.gpuarch.memory`: Little's law and the sectors a warp's access touches;
-  :mod:`~infralens.gpuarch.schedule`: a toy warp scheduler; :mod:`~infralens.gpuarch.facts`:
+  :mod:`~infralens.gpuarch.schedule`: a toy warp scheduler; :mod:`~infralens.hardware.facts`:
   the architecture facts the chapter computes with, each with its source.
 
 Import the submodules (``from infralens.gpuarch import occupancy``); the package re-exports

@@ -15,14 +15,15 @@ with tiny sizes, so the tests exercise the same code.
 from __future__ import annotations
 
 import shutil
-import statistics
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+
+from infralens.tools.bench import bench_ms
 
 from .roofline import Point, Roof, gemm_bytes, gemm_flops, gemm_intensity
 
-__all__ = ["bench_ms", "measure_matmul", "measure_add", "sm_clock_under_load", "measure_ceilings",
+__all__ = ["measure_matmul", "measure_add", "sm_clock_under_load", "measure_ceilings",
            "points_of", "measured_roof", "DEFAULT_N", "DEFAULT_COPY_BYTES", "DEFAULT_SWEEP",
            "DEFAULT_ADD_ELEMENTS"]
 
@@ -36,28 +37,7 @@ DEFAULT_SWEEP = tuple(2**i for i in range(DEFAULT_N.bit_length()))
 DEFAULT_ADD_ELEMENTS = 2**28
 
 
-def bench_ms(fn: Callable[[], object], device: str, *, warmup_ms: float = 25,
-             rep_ms: float = 100) -> float:
-    """Median milliseconds per call of ``fn``.
-
-    On CUDA: ``triton.testing.do_bench`` (CUDA events, the L2 cache flushed before each call).
-    On the CPU: wall-clock time of repeated calls, for the tests.
-    """
-    if device.startswith("cuda"):
-        from triton.testing import do_bench
-
-        return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-    fn()
-    times = []
-    deadline = time.perf_counter() + rep_ms / 1e3
-    while len(times) < 3 or time.perf_counter() < deadline:
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
-# [ch01:measure-matmul]
+# [gpuarch:measure-matmul]
 def measure_matmul(m: int, n: int, k: int, *, device: str = "cuda", dtype: str = "bfloat16",
                    rep_ms: float = 100) -> dict:
     """FLOP/s of ``torch.matmul`` on (m x k) @ (k x n), with its ideal arithmetic intensity."""
@@ -66,12 +46,12 @@ def measure_matmul(m: int, n: int, k: int, *, device: str = "cuda", dtype: str =
     dt = getattr(torch, dtype)
     a = torch.randn(m, k, device=device).to(dt)
     b = torch.randn(k, n, device=device).to(dt)
-    ms = bench_ms(lambda: torch.matmul(a, b), device, rep_ms=rep_ms)
+    ms = bench_ms(lambda: torch.matmul(a, b), device=device, rep_ms=rep_ms)
     e = a.element_size()
     return {"m": m, "n": n, "k": k, "dtype": dtype, "ms": ms,
             "flops_per_s": gemm_flops(m, n, k) / (ms * 1e-3),
             "bytes": gemm_bytes(m, n, k, e), "intensity": gemm_intensity(m, n, k, e)}
-# [/ch01:measure-matmul]
+# [/gpuarch:measure-matmul]
 
 
 def measure_add(n: int, *, device: str = "cuda", dtype: str = "bfloat16", rep_ms: float = 100) -> dict:
@@ -82,7 +62,7 @@ def measure_add(n: int, *, device: str = "cuda", dtype: str = "bfloat16", rep_ms
     x = torch.randn(n, device=device).to(dt)
     y = torch.randn(n, device=device).to(dt)
     z = torch.empty_like(x)
-    ms = bench_ms(lambda: torch.add(x, y, out=z), device, rep_ms=rep_ms)
+    ms = bench_ms(lambda: torch.add(x, y, out=z), device=device, rep_ms=rep_ms)
     moved = 3 * n * x.element_size()
     return {"op": "add", "n": n, "dtype": dtype, "ms": ms, "flops_per_s": n / (ms * 1e-3),
             "bytes_per_s": moved / (ms * 1e-3), "intensity": n / moved}
@@ -135,7 +115,7 @@ def sm_clock_under_load(m: int = DEFAULT_N, *, device: str = "cuda", seconds: fl
     return reading
 
 
-# [ch01:ceilings]
+# [gpuarch:ceilings]
 def measure_ceilings(*, device: str = "cuda", n: int = DEFAULT_N,
                      copy_bytes: int = DEFAULT_COPY_BYTES, sweep: Sequence[int] = DEFAULT_SWEEP,
                      add_elements: int = DEFAULT_ADD_ELEMENTS, rep_ms: float = 100) -> dict:
@@ -150,7 +130,7 @@ def measure_ceilings(*, device: str = "cuda", n: int = DEFAULT_N,
     else:
         x = torch.randn(copy_bytes // 4)
         y = torch.empty_like(x)
-        ms = bench_ms(lambda: y.copy_(x), device, rep_ms=rep_ms)
+        ms = bench_ms(lambda: y.copy_(x), device=device, rep_ms=rep_ms)
         copy = {"n_bytes": copy_bytes, "torch": {"ms": ms, "gbps": 2 * copy_bytes / (ms * 1e-3) / 1e9}}
     out["copy"] = copy
     out["copy_bytes_per_s"] = max(v["gbps"] for v in copy.values() if isinstance(v, dict)) * 1e9
@@ -159,7 +139,7 @@ def measure_ceilings(*, device: str = "cuda", n: int = DEFAULT_N,
     out["sweep"] = [measure_matmul(m, n, n, device=device, rep_ms=rep_ms) for m in sweep]
     out["add"] = measure_add(add_elements, device=device, rep_ms=rep_ms)
     return out
-# [/ch01:ceilings]
+# [/gpuarch:ceilings]
 
 
 def measured_roof(results: dict) -> Roof:

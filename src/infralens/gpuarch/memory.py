@@ -18,7 +18,7 @@ __all__ = ["bytes_in_flight", "loads_in_flight_per_sm", "WarpSectors", "warp_sec
            "strided_addresses", "efficiencies"]
 
 
-# [ch01:littles-law]
+# [gpuarch:littles-law]
 def bytes_in_flight(bandwidth_bytes_per_s: float, latency_s: float) -> float:
     """Little's law: the bytes that must be outstanding to sustain ``bandwidth`` at ``latency``."""
     if bandwidth_bytes_per_s < 0 or latency_s < 0:
@@ -31,7 +31,7 @@ def loads_in_flight_per_sm(bandwidth_bytes_per_s: float, latency_s: float, sms: 
     """Warp-wide load instructions each SM must keep outstanding (``bytes_per_load`` per instruction,
     e.g. 32 lanes x 16 bytes for a float4 load)."""
     return bytes_in_flight(bandwidth_bytes_per_s, latency_s) / sms / bytes_per_load
-# [/ch01:littles-law]
+# [/gpuarch:littles-law]
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class WarpSectors:
         return self.bytes_used / self.bytes_moved if self.bytes_moved else 1.0
 
 
-# [ch01:sectors]
+# [gpuarch:sectors]
 def warp_sectors(addresses: Sequence[int], access_bytes: int = 4,
                  sector_bytes: int = 32) -> WarpSectors:
     """The sectors one warp instruction touches, given each active lane's byte address."""
@@ -55,7 +55,7 @@ def warp_sectors(addresses: Sequence[int], access_bytes: int = 4,
         touched.update(range(first, last + 1))
     used = len(set(addresses)) * access_bytes  # lanes reading the same word share it
     return WarpSectors(len(touched), len(touched) * sector_bytes, used)
-# [/ch01:sectors]
+# [/gpuarch:sectors]
 
 
 def strided_addresses(stride_elems: int, elem_bytes: int = 4, lanes: int = 32,

@@ -94,12 +94,12 @@ def _rules(cc: tuple[int, int], carveouts_kib: tuple[int, ...]) -> AllocationRul
     )
 
 
-# [ch01:rules]
+# [gpuarch:rules]
 RULES: Mapping[tuple[int, int], AllocationRules] = MappingProxyType({
     (8, 0): _rules((8, 0), (0, 8, 16, 32, 64, 100, 132, 164)),
     (9, 0): _rules((9, 0), (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)),
 })
-# [/ch01:rules]
+# [/gpuarch:rules]
 
 #: Compute capabilities the calculator covers (per-SM limits and allocation rules both known).
 SUPPORTED = tuple(cc for cc in RULES if cc in CC_LIMITS)
@@ -207,7 +207,7 @@ def _limits(cc: tuple[int, int]) -> tuple[SMLimits, AllocationRules]:
     return CC_LIMITS[cc], RULES[cc]
 
 
-# [ch01:occupancy]
+# [gpuarch:occupancy]
 def occupancy(kernel: Kernel, cc: tuple[int, int] = (9, 0), *,
               carveout_percent: int | None = None) -> Occupancy:
     """Resident blocks per SM of ``kernel`` on compute capability ``cc``.
@@ -277,7 +277,7 @@ def occupancy(kernel: Kernel, cc: tuple[int, int] = (9, 0), *,
     limiters = tuple(name for name in RESOURCES if limits.get(name) == blocks)
     return Occupancy(kernel, cc, blocks, MappingProxyType(limits), limiters, warps, max_warps,
                      per_warp, per_block, sm_smem, invalid, tuple(notes))
-# [/ch01:occupancy]
+# [/gpuarch:occupancy]
 
 
 def max_registers_for(threads_per_block: int, blocks_per_sm: int, cc: tuple[int, int] = (9, 0),

@@ -30,7 +30,7 @@ constexpr int kTile = 32;                // transpose tile (the [32][33] layout 
 
 }  // namespace
 
-// [ch01:probe-copy]
+// [gpuarch:probe-copy]
 // A vectorized grid-stride copy: a handful of registers, no shared memory. What limits it is the
 // number of warps an SM can hold.
 extern "C" __global__ void occ_copy(const float4* __restrict__ x, float4* __restrict__ y,
@@ -39,7 +39,7 @@ extern "C" __global__ void occ_copy(const float4* __restrict__ x, float4* __rest
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride)
     y[i] = x[i];
 }
-// [/ch01:probe-copy]
+// [/gpuarch:probe-copy]
 
 // A block-wide sum in dynamic shared memory (one float per thread, Lab 04's tree): its shared
 // memory grows with the block, 4 bytes per thread.
@@ -70,7 +70,7 @@ extern "C" __global__ void occ_transpose33(const float* __restrict__ in, float* 
     if (r + j < cols && c < rows) out[(long long)(r + j) * rows + c] = tile[threadIdx.x][threadIdx.y + j];
 }
 
-// [ch01:probe-sgemm]
+// [gpuarch:probe-sgemm]
 // C = A B (row-major, fp32) with 2-D register blocking: each of the 256 threads keeps an 8 x 8
 // tile of C in registers (64 accumulators), so registers, not shared memory (8 KiB), limit how
 // many blocks fit.
@@ -132,7 +132,7 @@ extern "C" __global__ void __launch_bounds__(kGemmBlock, 3)
     occ_sgemm_8x8_lb3(const float* A, const float* B, float* C, int M, int N, int K) {
   sgemm_8x8_body(A, B, C, M, N, K);
 }
-// [/ch01:probe-sgemm]
+// [/gpuarch:probe-sgemm]
 
 // Stages tiles of `tile_floats` floats in dynamic shared memory and reads them back permuted: its
 // shared memory is whatever the launch asks for, up to the opt-in maximum.
@@ -152,7 +152,7 @@ extern "C" __global__ void occ_stage_dyn(const float* __restrict__ x, float* out
   if (n > 0) atomicAdd(out, acc);
 }
 
-// [ch01:chase]
+// [gpuarch:chase]
 // Pointer chase: one thread follows next[] for `steps` dependent loads, so each load waits for the
 // one before it and the time per step is the latency of wherever the chain lives. `cg` selects
 // ld.global.cg (cached in L2 only) instead of the default ld.global.ca (L1 and L2). The walk starts
@@ -193,7 +193,7 @@ extern "C" __global__ void lat_build_chain(unsigned* next, const unsigned* order
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) next[(long long)order[i] * stride_words] = order[(i + 1) % n] * stride_words;
 }
-// [/ch01:chase]
+// [/gpuarch:chase]
 
 // ---------------------------------------------------------------------------------------------
 // Host side. Kernels are addressed by index into this table.
@@ -283,7 +283,7 @@ extern "C" int probe_device_attribute(int i, int* value) {
   return err;
 }
 
-// [ch01:probe-query]
+// [gpuarch:probe-query]
 // What the compiler gave the kernel (cudaFuncGetAttributes), in a fixed order:
 // registers per thread, static shared memory, local memory per thread (spills), constant memory,
 // max threads per block, max dynamic shared memory, preferred carveout, binary version.
@@ -323,7 +323,7 @@ extern "C" int probe_max_active_blocks(int k, int block, long long dyn, int* blo
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kKernels[k].func, block,
                                                        static_cast<size_t>(dyn));
 }
-// [/ch01:probe-query]
+// [/gpuarch:probe-query]
 
 // Launch kernel k once, 1 block of `block` threads and `dyn` bytes of dynamic shared memory, on an
 // empty problem (n = 0: every kernel returns at once). Returns the launch's error, then the
@@ -349,7 +349,7 @@ extern "C" int probe_try_launch(int k, int block, long long dyn) {
   return err != cudaSuccess ? err : sync;
 }
 
-// [ch01:chase-host]
+// [gpuarch:chase-host]
 // mode 0: global memory, ld.ca; 1: global memory, ld.cg; 2: shared memory.
 // `bytes` is the size of the chain's footprint, `stride_bytes` the distance between its nodes.
 // A first launch of `steps` loads warms the caches and TLBs; a second launch continues the chain
@@ -419,4 +419,4 @@ extern "C" int probe_chase(int mode, long long bytes, int stride_bytes, int step
   if (stop) cudaEventDestroy(stop);
   return err;
 }
-// [/ch01:chase-host]
+// [/gpuarch:chase-host]

@@ -14,16 +14,12 @@ resource report (``-Xptxas -v``) and needs no GPU at all.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 import re
-import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from infralens.kernels import cuda_build
+from infralens.tools import nvcc as nvcc_tools
 
 from .occupancy import Kernel, occupancy
 
@@ -41,47 +37,33 @@ class ProbeError(RuntimeError):
 
 
 def nvcc() -> str:
-    """The nvcc that Labs 04 and 05 build with (:func:`infralens.kernels.cuda_build.find_nvcc`)."""
-    found = cuda_build.find_nvcc()
+    """The nvcc every kernel of the book builds with (:func:`infralens.tools.nvcc.find_nvcc`)."""
+    found = nvcc_tools.find_nvcc()
     if found is None:
-        raise cuda_build.NvccNotFound("nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)")
+        raise nvcc_tools.NvccNotFound("nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)")
     return found
 
 
 def build(arch: str = "sm_90", *, force: bool = False) -> Path:
-    """Compile the probe into a shared library for ``arch``, cached by source hash and arch in the
-    same folder as the labs' kernels (:func:`infralens.kernels.cuda_build.cache_dir`)."""
+    """Compile the probe into a shared library for ``arch`` (:func:`infralens.tools.nvcc.build`,
+    cached by source, flags and compiler)."""
     if not re.fullmatch(r"sm_\d+a?", arch):
         raise ValueError(f"arch must look like sm_90, got {arch!r}")
-    digest = hashlib.sha256(SOURCE.read_bytes() + arch.encode()).hexdigest()[:12]
-    out = cuda_build.cache_dir() / f"occupancy_probe-{arch}-{digest}.so"
-    if out.is_file() and not force:
-        return out
-    tmp = out.with_name(out.name + f".{os.getpid()}.partial")
-    cmd = [nvcc(), "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", f"-arch={arch}",
-           str(SOURCE), "-o", str(tmp)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise cuda_build.BuildError(f"nvcc failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
-    os.replace(tmp, out)
-    return out
+    return nvcc_tools.build(SOURCE, (arch,), nvcc=nvcc(), force=force).library
 
 
 def ptxas_report(arch: str = "sm_90") -> dict[str, dict]:
     """Registers, barriers, static shared memory and spills per kernel, as ptxas reports them
-    (parsed by :func:`infralens.kernels.cuda_build.parse_ptxas`). Needs nvcc, not a GPU."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [nvcc(), "-O3", "-std=c++17", "-cubin", f"-arch={arch}", "-Xptxas", "-v", str(SOURCE),
-               "-o", str(Path(tmp) / "probe.cubin")]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise cuda_build.BuildError(f"nvcc failed:\n{proc.stderr[-2000:]}")
+    (parsed by :func:`infralens.tools.nvcc.parse_ptxas`). Needs nvcc, not a GPU."""
+    if not re.fullmatch(r"sm_\d+a?", arch):
+        raise ValueError(f"arch must look like sm_90, got {arch!r}")
+    built = nvcc_tools.build(SOURCE, (arch,), nvcc=nvcc())
     return {r.kernel: {"registers": r.registers, "barriers": r.barriers, "smem_bytes": r.shared_bytes,
                        "spill_store_bytes": r.spill_store_bytes, "spill_load_bytes": r.spill_load_bytes}
-            for r in cuda_build.parse_ptxas(proc.stdout + proc.stderr)}
+            for r in built.resources_for(arch)}
 
 
-# [ch01:probe-py]
+# [gpuarch:probe-py]
 class Probe:
     """The compiled probe library, one method per extern "C" function."""
 
@@ -161,7 +143,7 @@ class Probe:
                                     ctypes.byref(ns))
         self._check(err, f"chase mode {mode}, {nbytes} B")
         return {"cycles": cycles.value, "ns": ns.value}
-# [/ch01:probe-py]
+# [/gpuarch:probe-py]
 
 
 @dataclass(frozen=True)
@@ -178,7 +160,7 @@ class Case:
 
 KIB = 1024
 
-# [ch01:cases]
+# [gpuarch:cases]
 CASES: tuple[Case, ...] = (
     Case("occ_copy", 128, why="few registers: warps or block slots limit"),
     Case("occ_copy", 256),
@@ -205,7 +187,7 @@ CASES: tuple[Case, ...] = (
     Case("occ_reduce_dyn", 256, 40 * KIB, max_dynamic_smem=100 * KIB, carveout=50,
          why="a 50% carveout preference with 41 KiB blocks"),
 )
-# [/ch01:cases]
+# [/gpuarch:cases]
 
 
 def _kernel_for(case: Case, attrs: dict, barriers: int) -> Kernel:
@@ -215,7 +197,7 @@ def _kernel_for(case: Case, attrs: dict, barriers: int) -> Kernel:
                   name=case.kernel)
 
 
-# [ch01:check]
+# [gpuarch:check]
 def check_occupancy(probe: Probe, cases: Sequence[Case] = CASES, *,
                     cc: tuple[int, int] | None = None, barriers: dict[str, int] | None = None) -> dict:
     """Every case through cudaOccupancyMaxActiveBlocksPerMultiprocessor and through occupancy().
@@ -264,7 +246,7 @@ def check_occupancy(probe: Probe, cases: Sequence[Case] = CASES, *,
                      "launch_error": launch, "launch_error_string": probe.error_string(launch)})
     return {"compute_capability": list(cc), "device": dev, "cases": rows,
             "matches": sum(r["match"] for r in rows), "total": len(rows)}
-# [/ch01:check]
+# [/gpuarch:check]
 
 
 #: (name, mode, footprint in bytes, node stride in bytes, dependent loads per launch)

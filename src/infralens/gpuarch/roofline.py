@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 
-# [ch01:roof]
+# [gpuarch:roof]
 @dataclass(frozen=True)
 class Roof:
     """One roofline: a compute ceiling (FLOP/s) and a bandwidth slope (bytes/s)."""
@@ -59,10 +59,10 @@ def roof_of(gpu: hw.GPU, dtype: str = "bf16") -> Roof:
                 float(gpu.hbm_bandwidth_bytes_per_s.value))
     assert math.isclose(roof.ridge, hw.ridge_point(gpu, dtype))  # one definition of the ridge
     return roof
-# [/ch01:roof]
+# [/gpuarch:roof]
 
 
-# [ch01:gemm-intensity]
+# [gpuarch:gemm-intensity]
 def gemm_flops(m: int, n: int, k: int) -> int:
     """C (m x n) = A (m x k) B (k x n): m n k multiply-adds, 2 FLOP each."""
     return 2 * m * n * k
@@ -77,7 +77,7 @@ def gemm_bytes(m: int, n: int, k: int, in_bytes: int = 2, out_bytes: int | None 
 def gemm_intensity(m: int, n: int, k: int, in_bytes: int = 2, out_bytes: int | None = None) -> float:
     """FLOP per byte of a matmul with perfect on-chip reuse. Square n, 2-byte elements: n / 3."""
     return gemm_flops(m, n, k) / gemm_bytes(m, n, k, in_bytes, out_bytes)
-# [/ch01:gemm-intensity]
+# [/gpuarch:gemm-intensity]
 
 
 def min_time_seconds(flops: float, bytes_moved: float, roof: Roof) -> float:

@@ -37,7 +37,7 @@ class Schedule:
         return "\n".join(rows)
 
 
-# [ch01:schedule]
+# [gpuarch:schedule]
 def simulate(warps: int, compute: int, latency: int, cycles: int = 60) -> Schedule:
     """Greedy-then-oldest issue: keep issuing from the warp that issued last while it is ready,
     otherwise pick the ready warp that has waited longest. 'C' = arithmetic, 'L' = load."""
@@ -63,7 +63,7 @@ def simulate(warps: int, compute: int, latency: int, cycles: int = 60) -> Schedu
             left[w] = compute
             ready_at[w] = t + latency
     return Schedule(warps, compute, latency, cycles, tuple("".join(r) for r in rows), issued)
-# [/ch01:schedule]
+# [/gpuarch:schedule]
 
 
 def busy_fraction_bound(warps: int, compute: int, latency: int) -> float:

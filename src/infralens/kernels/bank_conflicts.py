@@ -24,7 +24,7 @@ WARP = 32        # lanes per warp
 WORD_BYTES = 4   # the accesses modelled here are 32 bits or narrower (float, int, half)
 
 
-# [lab05:bank-model]
+# [banks:bank-model]
 def bank_of(byte_address: int, banks: int = BANKS, bank_bytes: int = BANK_BYTES) -> int:
     """The bank that serves the 4-byte word containing ``byte_address``."""
     return (byte_address // bank_bytes) % banks
@@ -58,12 +58,12 @@ def warp_access(addresses: Sequence[int | None], *, banks: int = BANKS,
     degree = max((len(words) for words in words_in_bank.values()), default=0)
     lane_banks = tuple(None if a is None else bank_of(a, banks, bank_bytes) for a in addresses)
     return WarpAccess(tuple(addresses), lane_banks, degree)
-# [/lab05:bank-model]
+# [/banks:bank-model]
 
 
 # --- Lab 05: transpose tiles ----------------------------------------------------------------------
 
-# [lab05:tile-layout]
+# [banks:tile-layout]
 @dataclass(frozen=True)
 class TileLayout:
     """A tile in shared memory, row-major: element (i, j) sits at element offset ``index(i, j)``.
@@ -116,7 +116,7 @@ def tile_row_access(layout: TileLayout, i: int) -> WarpAccess:
 def tile_column_access(layout: TileLayout, j: int) -> WarpAccess:
     """Lane i touches element (i, j): how the transposes read a column of the tile."""
     return warp_access([layout.address(i, j) for i in range(min(layout.rows, WARP))])
-# [/lab05:tile-layout]
+# [/banks:tile-layout]
 
 
 def tile_report(layouts: Iterable[TileLayout] = LAYOUTS) -> list[dict]:
@@ -196,7 +196,7 @@ def tree_report(kind: str, block: int = 256) -> list[dict]:
     return rows
 
 
-# [lab04:block-totals]
+# [banks:block-totals]
 def rung_block_totals(rung: int, block: int = 256) -> dict[str, int]:
     """Shared-memory requests and wavefronts of one block of a tree rung (1 to 5), warp by warp:
     the first store of every warp, the tree's levels, and the final read(s). A request is a warp
@@ -228,4 +228,4 @@ def rung_block_totals(rung: int, block: int = 256) -> dict[str, int]:
     totals["ld_inst"] += final_reads
     totals["ld_wavefronts"] += final_reads
     return totals
-# [/lab04:block-totals]
+# [/banks:block-totals]

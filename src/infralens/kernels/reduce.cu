@@ -2,7 +2,7 @@
 // one idea of the rung before it, plus the copy kernel that sets the ceiling they are measured
 // against. Each kernel has an extern "C" launcher that validates its arguments, reads what it
 // needs from the device, launches on the caller's stream and returns the cudaError_t of the launch
-// (0 on success), so the Python side (infralens/kernels/cuda_build.py) can check every launch.
+// (0 on success), so the Python side (infralens/tools/nvcc.py) can check every launch.
 //
 // Build (cuda_build.build("reduce") does it, and prints the exact command):
 //   nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -lineinfo -Xptxas -v
@@ -37,16 +37,16 @@ cudaError_t check_args(const void* x, const void* out, long long n) {
 
 }  // namespace
 
-// [lab04:rung0]
+// [reduce:rung0]
 // Rung 0: one global atomicAdd per element. Correct, and as serial as a loop: every thread of the
 // grid read-modify-writes the same 4-byte word, so the adds queue up at one L2 address.
 extern "C" __global__ void reduce0_atomic(const float* __restrict__ x, float* out, long long n) {
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // one element per thread
   if (i < n) atomicAdd(out, x[i]);
 }
-// [/lab04:rung0]
+// [/reduce:rung0]
 
-// [lab04:publish]
+// [reduce:publish]
 // How a tree rung (1 to 5) hands over its block's sum. The ladder uses one atomicAdd per block
 // into *out. With a partials array instead, block b stores its sum in partials[b] and nothing
 // waits on one address: the launcher's "block sums" mode, which times the tree without the atomic.
@@ -54,9 +54,9 @@ __device__ __forceinline__ void publish(float block_total, float* out, float* pa
   if (partials != nullptr) partials[blockIdx.x] = block_total;  // uniform: the same for all blocks
   else atomicAdd(out, block_total);
 }
-// [/lab04:publish]
+// [/reduce:publish]
 
-// [lab04:rung1]
+// [reduce:rung1]
 // Rung 1: a tree in shared memory, interleaved addressing. Each block sums its kBlock elements in
 // log2(kBlock) levels and issues ONE atomic, instead of kBlock of them.
 extern "C" __global__ void reduce1_interleaved_divergent(const float* __restrict__ x, float* out,
@@ -76,9 +76,9 @@ extern "C" __global__ void reduce1_interleaved_divergent(const float* __restrict
   }
   if (tid == 0) publish(s[0], out, partials);  // in the ladder: one atomic per block
 }
-// [/lab04:rung1]
+// [/reduce:rung1]
 
-// [lab04:rung2]
+// [reduce:rung2]
 // Rung 2: the same tree with the work packed onto the lowest thread ids (warp-uniform conditions).
 extern "C" __global__ void reduce2_interleaved_strided(const float* __restrict__ x, float* out,
                                                        float* partials, long long n) {
@@ -98,9 +98,9 @@ extern "C" __global__ void reduce2_interleaved_strided(const float* __restrict__
   }
   if (tid == 0) publish(s[0], out, partials);
 }
-// [/lab04:rung2]
+// [/reduce:rung2]
 
-// [lab04:rung3]
+// [reduce:rung3]
 // Rung 3: sequential addressing. Fold the upper half of the live slots onto the lower half.
 extern "C" __global__ void reduce3_sequential(const float* __restrict__ x, float* out, float* partials,
                                               long long n) {
@@ -117,9 +117,9 @@ extern "C" __global__ void reduce3_sequential(const float* __restrict__ x, float
   }
   if (tid == 0) publish(s[0], out, partials);
 }
-// [/lab04:rung3]
+// [/reduce:rung3]
 
-// [lab04:rung4]
+// [reduce:rung4]
 // Rung 4: first add during the global load. Half the threads of rung 3 added nothing after their
 // load; now each thread adds two elements, kBlock apart, while loading, so a block covers
 // 2*kBlock elements and the grid needs half as many blocks for the same n.
@@ -138,9 +138,9 @@ extern "C" __global__ void reduce4_first_add(const float* __restrict__ x, float*
   }
   if (tid == 0) publish(s[0], out, partials);
 }
-// [/lab04:rung4]
+// [/reduce:rung4]
 
-// [lab04:rung5]
+// [reduce:rung5]
 // Rung 5: the last warp reduces in registers with shuffles. Once 64 partial sums remain, one warp
 // can finish without shared memory or block-wide barriers. (The classic version relied on
 // "warp-synchronous" volatile shared memory; since Volta the lanes of a warp may run
@@ -165,9 +165,9 @@ extern "C" __global__ void reduce5_warp_shuffle(const float* __restrict__ x, flo
     if (tid == 0) publish(v, out, partials);
   }
 }
-// [/lab04:rung5]
+// [/reduce:rung5]
 
-// [lab04:block-sum]
+// [reduce:block-sum]
 // Sum of v over a warp, by shuffles; the result is valid in lane 0.
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = kWarp / 2; offset > 0; offset >>= 1)
@@ -186,9 +186,9 @@ __device__ __forceinline__ float block_sum(float v) {
   if (warp == 0) v = warp_sum(lane < kBlock / kWarp ? warp_sums[lane] : 0.0f);
   return v;
 }
-// [/lab04:block-sum]
+// [/reduce:block-sum]
 
-// [lab04:rung6]
+// [reduce:rung6]
 // Rung 6: a fixed grid that strides over the whole input with 16-byte loads, then a second pass.
 // The grid is sized to fill the GPU once (SMs x resident blocks, read from the device), so each
 // thread sums many elements in registers and the block-level tree runs once per block, not once
@@ -229,9 +229,9 @@ extern "C" __global__ void reduce6_finalize(const float* __restrict__ partials, 
   v = block_sum(v);
   if (threadIdx.x == 0) *out = v;
 }
-// [/lab04:rung6]
+// [/reduce:rung6]
 
-// [lab04:copy]
+// [reduce:copy]
 // The ceiling: a device-to-device copy. Each thread moves one 16-byte vector and the grid covers
 // the whole input, the simplest copy there is; the threads past the last vector copy the n % 4
 // scalars of the tail. It moves 2 bytes for every byte a reduction reads.
@@ -244,7 +244,7 @@ extern "C" __global__ void copy_vec4(const float* __restrict__ x, float* __restr
   else if (i - n4 < n - 4 * n4)
     y[4 * n4 + (i - n4)] = x[4 * n4 + (i - n4)];
 }
-// [/lab04:copy]
+// [/reduce:copy]
 
 // ---------------------------------------------------------------------------------------------
 // Launchers. Each returns a cudaError_t as int: argument errors before anything touches the GPU,
@@ -262,7 +262,7 @@ extern "C" const char* infralens_error_name(int code) {
 
 extern "C" int reduce_block_size() { return kBlock; }
 
-// [lab04:grid-size]
+// [reduce:grid-size]
 // Blocks of the fixed grid of rung 6 and the copy: every SM filled with as many blocks as fit at
 // once. Both numbers come from the device, so the same code sizes itself on an A100 or an H100.
 extern "C" int reduce6_grid_size(int* blocks) {
@@ -275,9 +275,9 @@ extern "C" int reduce6_grid_size(int* blocks) {
   *blocks = sms * per_sm;
   return err;
 }
-// [/lab04:grid-size]
+// [/reduce:grid-size]
 
-// [lab04:launch]
+// [reduce:launch]
 // Rungs 0 to 5 accumulate into *out with atomics, so the launcher zeroes it first, on the same
 // stream, and sizes the grid from n (elements per block: kBlock, or 2*kBlock from rung 4 on).
 using TreeKernel = void (*)(const float*, float*, float*, long long);
@@ -295,7 +295,7 @@ static int launch_tree(TreeKernel kernel, int per_block, const float* x, float* 
   kernel<<<(unsigned)blocks, kBlock, 0, stream>>>(x, out, partials, n);
   return cudaGetLastError();
 }
-// [/lab04:launch]
+// [/reduce:launch]
 
 // Rung 0 has no tree: the same checks, one thread per element.
 extern "C" int launch_reduce0_atomic(const float* x, float* out, long long n, cudaStream_t s) {
@@ -347,7 +347,7 @@ extern "C" int launch_reduce5_warp_shuffle(const float* x, float* out, long long
   return launch_rung(5, x, out, n, s);
 }
 
-// [lab04:block-sums]
+// [reduce:block-sums]
 // The diagnostic mode of rungs 1 to 5: the same kernel, but each block stores its sum in
 // partials[b] instead of adding it to *out. No atomic, no second pass: what the tree alone costs.
 extern "C" long long reduce_tree_blocks(int rung, long long n) {
@@ -363,9 +363,9 @@ extern "C" int launch_reduce_block_sums(int rung, const float* x, float* partial
   if (kernel == nullptr || partials == nullptr) return cudaErrorInvalidValue;
   return launch_tree(kernel, per_block, x, nullptr, partials, num_partials, n, s);
 }
-// [/lab04:block-sums]
+// [/reduce:block-sums]
 
-// [lab04:launch6]
+// [reduce:launch6]
 // Rung 6 needs a workspace of one float per block; the caller allocates it (reduce6_grid_size
 // says how many) so that it can poison it in tests. Two launches on one stream: the second pass
 // starts only after the first has written every partial sum.
@@ -382,7 +382,7 @@ extern "C" int launch_reduce6_grid_stride(const float* x, float* out, float* par
   reduce6_finalize<<<1, kBlock, 0, stream>>>(partials, out, blocks);
   return cudaGetLastError();
 }
-// [/lab04:launch6]
+// [/reduce:launch6]
 
 extern "C" int launch_copy_vec4(const float* x, float* y, long long n, cudaStream_t stream) {
   cudaError_t err = check_args(x, y, n);

@@ -28,7 +28,7 @@ cudaError_t check_grid(dim3 grid) {
 
 }  // namespace
 
-// [lab05:copy]
+// [transpose:copy]
 // The ceiling: the same tiles, read and written row by row. Block (32, 8) covers a 32x32 tile;
 // thread (tx, ty) moves rows ty, ty+8, ty+16, ty+24 of it, column tx. Every warp reads and writes
 // 128 contiguous bytes: coalesced on both sides.
@@ -39,9 +39,9 @@ extern "C" __global__ void copy_tile(const float* __restrict__ in, float* __rest
   for (int j = 0; j < kTile; j += kRows)
     if (r + j < rows && c < cols) out[(size_t)(r + j) * cols + c] = in[(size_t)(r + j) * cols + c];
 }
-// [/lab05:copy]
+// [/transpose:copy]
 
-// [lab05:naive]
+// [transpose:naive]
 // Naive: one element per thread, block (32, 32). Reads are coalesced (a warp reads one row
 // segment), but the warp writes one column segment of out: 32 addresses `rows` floats apart,
 // each in its own 32-byte sector, so every write instruction moves 32 sectors for 128 useful bytes.
@@ -51,9 +51,9 @@ extern "C" __global__ void transpose_naive(const float* __restrict__ in, float* 
   int r = blockIdx.y * kTile + threadIdx.y;
   if (r < rows && c < cols) out[(size_t)c * rows + r] = in[(size_t)r * cols + c];
 }
-// [/lab05:naive]
+// [/transpose:naive]
 
-// [lab05:tile32]
+// [transpose:tile32]
 // Shared-memory tile: read a 32x32 tile row by row (coalesced), then write the transposed tile
 // row by row (coalesced) by reading the tile column by column. The column read is the problem:
 // tile[tx][ty] for tx = 0..31 are words ty, ty+32, ty+64, ...: all in bank ty. 32-way conflict.
@@ -69,9 +69,9 @@ extern "C" __global__ void transpose_tile32(const float* __restrict__ in, float*
   int orow = blockIdx.x * kTile + threadIdx.y;  // row of out = column of in
   if (orow < cols && oc < rows) out[(size_t)orow * rows + oc] = tile[threadIdx.x][threadIdx.y];
 }
-// [/lab05:tile32]
+// [/transpose:tile32]
 
-// [lab05:tile33]
+// [transpose:tile33]
 // Padded tile: one extra column. Row k now starts at word 33k, so the column read touches words
 // ty + 33*tx, whose banks (ty + tx) % 32 are all different: conflict-free. The row write is
 // still conflict-free. Cost: 32 x 4 = 128 bytes of shared memory per tile.
@@ -86,9 +86,9 @@ extern "C" __global__ void transpose_tile33(const float* __restrict__ in, float*
   int orow = blockIdx.x * kTile + threadIdx.y;
   if (orow < cols && oc < rows) out[(size_t)orow * rows + oc] = tile[threadIdx.x][threadIdx.y];
 }
-// [/lab05:tile33]
+// [/transpose:tile33]
 
-// [lab05:tile33-rows]
+// [transpose:tile33-rows]
 // Padded tile, 32x8 threads: each thread moves kTile/kRows = 4 elements and issues its four
 // independent global loads before the barrier, where a thread of transpose_tile33 has one to
 // issue before it waits. With both kernels near full occupancy, that is about four times the
@@ -107,9 +107,9 @@ extern "C" __global__ void transpose_tile33_rows(const float* __restrict__ in,
     if (orow + j < cols && oc < rows)
       out[(size_t)(orow + j) * rows + oc] = tile[threadIdx.x][threadIdx.y + j];
 }
-// [/lab05:tile33-rows]
+// [/transpose:tile33-rows]
 
-// [lab05:swizzle]
+// [transpose:swizzle]
 // Swizzled tile, 32x8 threads: no padding. Element (i, j) of the tile is stored at column j ^ i
 // of row i. A row write (fixed i, j = 0..31) hits columns j ^ i, a permutation of 0..31; a column
 // read (fixed j, i = 0..31) hits word 32*i + (j ^ i), whose banks j ^ i are again all different.
@@ -133,7 +133,7 @@ extern "C" __global__ void transpose_swizzle(const float* __restrict__ in, float
     if (orow + j < cols && oc < rows) out[(size_t)(orow + j) * rows + oc] = tile[threadIdx.x][jj ^ threadIdx.x];
   }
 }
-// [/lab05:swizzle]
+// [/transpose:swizzle]
 
 // ---------------------------------------------------------------------------------------------
 // Launchers: argument checks, grid from the shape, grid checked against the device, launch on the
@@ -150,7 +150,7 @@ extern "C" const char* infralens_error_name(int code) {
 
 extern "C" int transpose_tile_size() { return kTile; }
 
-// [lab05:launch]
+// [transpose:launch]
 static int launch(void (*kernel)(const float*, float*, int, int), int thread_rows,
                   const float* in, float* out, int rows, int cols, cudaStream_t stream) {
   if (in == nullptr || out == nullptr || rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
@@ -161,7 +161,7 @@ static int launch(void (*kernel)(const float*, float*, int, int), int thread_row
   kernel<<<grid, block, 0, stream>>>(in, out, rows, cols);
   return cudaGetLastError();
 }
-// [/lab05:launch]
+// [/transpose:launch]
 
 extern "C" int launch_copy_tile(const float* in, float* out, int rows, int cols, cudaStream_t s) {
   return launch(copy_tile, kRows, in, out, rows, cols, s);

@@ -12,8 +12,10 @@ import torch
 import triton
 import triton.language as tl
 
+from infralens.tools.bench import bench_ms
 
-# [kernels:copy]
+
+# [copy:kernel]
 @triton.jit
 def copy_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     pid = tl.program_id(axis=0)  # which block this program instance handles
@@ -33,10 +35,10 @@ def copy(x: torch.Tensor, *, block_size: int = 1024) -> torch.Tensor:
     grid = (triton.cdiv(n, block_size),)  # one program per block, the last one partial
     copy_kernel[grid](x, y, n, BLOCK_SIZE=block_size)
     return y
-# [/kernels:copy]
+# [/copy:kernel]
 
 
-# [kernels:bandwidth]
+# [copy:bandwidth]
 def measure_copy_bandwidth(
     n_bytes: int,
     *,
@@ -53,8 +55,6 @@ def measure_copy_bandwidth(
     """
     if not torch.cuda.is_available():
         raise RuntimeError("CUDA is not available")
-    from triton.testing import do_bench
-
     elem = torch.empty((), dtype=dtype).element_size()
     n = max(1, n_bytes // elem)
     x = torch.randn(n, device=device).to(dtype)
@@ -70,9 +70,9 @@ def measure_copy_bandwidth(
     out = {"n_bytes": n * elem, "dtype": str(dtype).removeprefix("torch."),
            "block_size": block_size, "device": torch.cuda.get_device_name(x.device)}
     for name, fn in (("triton", triton_copy), ("torch", torch_copy)):
-        ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+        ms = bench_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms)
         out[name] = {"ms": ms, "gbps": moved / (ms * 1e-3) / 1e9}
     triton_copy()
     out["triton_matches"] = bool(torch.equal(x, y))
     return out
-# [/kernels:bandwidth]
+# [/copy:bandwidth]

@@ -21,16 +21,19 @@ import torch
 import triton
 import triton.language as tl
 
+from infralens.tools.bench import bench_ms
+from infralens.tools.triton_compile import compile_offline, launched_resources
+
 __all__ = [
     "naive_softmax", "softmax_bytes", "softmax_row_kernel", "softmax_online_kernel",
     "softmax_persistent_kernel", "softmax", "softmax_online", "softmax_persistent",
     "row_num_warps", "persistent_stages", "programs_per_sm", "persistent_config",
-    "expected_speedup", "measure_softmax", "VARIANTS", "compile_offline", "row_kernel_resources",
+    "expected_speedup", "measure_softmax", "VARIANTS", "row_kernel_resources",
     "row_kernel_device_resources",
 ]
 
 
-# [lab06:naive]
+# [softmax:naive]
 def naive_softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of a 2-D ``x`` (M, N), one PyTorch op per line.
 
@@ -43,20 +46,20 @@ def naive_softmax(x: torch.Tensor) -> torch.Tensor:
     denom = numer.sum(dim=1, keepdim=True)  # (M, 1)  read MN, write M
     return numer / denom  # (M, N)  read MN + M, write MN
     # total: read 5MN + 2M, write 3MN + 2M; a fused kernel reads MN and writes MN
-# [/lab06:naive]
+# [/softmax:naive]
 
 
-# [lab06:bytes]
+# [softmax:bytes]
 def softmax_bytes(n_rows: int, n_cols: int, elem_bytes: int) -> dict[str, int]:
     """HBM bytes moved by :func:`naive_softmax` and by a fused kernel, from the counts above."""
     M, N = n_rows, n_cols
     naive = (5 * M * N + 2 * M) + (3 * M * N + 2 * M)  # elements read + written, five kernels
     fused = M * N + M * N  # read every element once, write every element once
     return {"naive": naive * elem_bytes, "fused": fused * elem_bytes}
-# [/lab06:bytes]
+# [/softmax:bytes]
 
 
-# [lab06:row-kernel]
+# [softmax:row-kernel]
 @triton.jit
 def softmax_row_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)  # one program per row; int64: row * stride may pass 2**31
@@ -68,10 +71,10 @@ def softmax_row_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK_N
     numer = tl.exp(z)  # exp(-inf) = 0: masked lanes add nothing to the sum
     y = numer / tl.sum(numer, axis=0)
     tl.store(y_ptr + row * y_row_stride + cols, y, mask=mask)  # write N (cast to y's type)
-# [/lab06:row-kernel]
+# [/softmax:row-kernel]
 
 
-# [lab06:row-launch]
+# [softmax:row-launch]
 def row_num_warps(block_n: int, elem_bytes: int) -> int:
     """Warps for one row held in registers: 32 bytes of the row per thread (two 16-byte loads)."""
     threads = block_n * elem_bytes // 32
@@ -97,10 +100,10 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     softmax_row_kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols,
                                   BLOCK_N=block_n, num_warps=num_warps)
     return y
-# [/lab06:row-launch]
+# [/softmax:row-launch]
 
 
-# [lab06:online-kernel]
+# [softmax:online-kernel]
 @triton.jit
 def softmax_online_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols,
                           BLOCK_N: tl.constexpr):
@@ -127,7 +130,7 @@ def softmax_online_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols,
         mask = start + cols < n_cols
         x = tl.load(x_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
         tl.store(y_row + start + cols, tl.exp(x - row_max) / row_sum, mask=mask)
-# [/lab06:online-kernel]
+# [/softmax:online-kernel]
 
 
 def softmax_online(x: torch.Tensor, *, block_n: int = 4096, num_warps: int | None = None
@@ -146,7 +149,7 @@ def softmax_online(x: torch.Tensor, *, block_n: int = 4096, num_warps: int | Non
     return y
 
 
-# [lab06:persistent-kernel]
+# [softmax:persistent-kernel]
 @triton.jit
 def softmax_persistent_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_rows, n_cols,
                               BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
@@ -161,10 +164,10 @@ def softmax_persistent_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_rows, 
         x = x.to(tl.float32)
         numer = tl.exp(x - tl.max(x, axis=0))
         tl.store(y_ptr + row * y_row_stride + cols, numer / tl.sum(numer, axis=0), mask=mask)
-# [/lab06:persistent-kernel]
+# [/softmax:persistent-kernel]
 
 
-# [lab06:persistent-launch]
+# [softmax:persistent-launch]
 def persistent_stages(row_bytes: int, limits) -> int:
     """Pipeline stages: three when two rows fit in one program's shared memory, else none."""
     return 3 if 2 * row_bytes <= limits.smem_per_block_max_bytes.value else 1
@@ -210,14 +213,14 @@ def softmax_persistent(x: torch.Tensor) -> torch.Tensor:
                                        BLOCK_N=block_n, NUM_STAGES=num_stages,
                                        num_warps=num_warps)  # every program loops over rows
     return y
-# [/lab06:persistent-launch]
+# [/softmax:persistent-launch]
 
 
 #: The variants :func:`measure_softmax` times, by name.
 VARIANTS = ("naive", "torch", "triton_row", "triton_online", "triton_persistent", "copy")
 
 
-# [lab06:measure]
+# [softmax:measure]
 def measure_softmax(widths: list[int], dtypes: list[torch.dtype], *, total_bytes: int = 2**28,
                     online_block: int = 4096, warmup_ms: int = 25, rep_ms: int = 100) -> dict:
     """Time every variant at each row width N with the input fixed at ``total_bytes``.
@@ -230,8 +233,6 @@ def measure_softmax(widths: list[int], dtypes: list[torch.dtype], *, total_bytes
     """
     if not torch.cuda.is_available():
         raise RuntimeError("CUDA is not available")
-    from triton.testing import do_bench
-
     variants = {
         "naive": naive_softmax,
         "torch": lambda x: torch.softmax(x, dim=1),
@@ -259,14 +260,14 @@ def measure_softmax(widths: list[int], dtypes: list[torch.dtype], *, total_bytes
             timed = {**{n: (lambda fn=fn, x=x: fn(x)) for n, fn in variants.items()},
                      "copy": lambda x=x, y=y: y.copy_(x)}
             for name, fn in timed.items():
-                ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+                ms = bench_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms)
                 table["ms"][name].append(ms)
                 table["gbps"][name].append(moved / (ms * 1e-3) / 1e9)
             del x, y, ref, timed
             torch.cuda.empty_cache()
         out["dtypes"][str(dtype).removeprefix("torch.")] = table
     return out
-# [/lab06:measure]
+# [/softmax:measure]
 
 
 def expected_speedup(n_cols: int) -> float:
@@ -276,42 +277,7 @@ def expected_speedup(n_cols: int) -> float:
 
 
 
-# [lab06:compile]
-def compile_offline(kernel, signature: dict[str, str], constexprs: dict, *, num_warps: int,
-                    num_stages: int = 1, arch: int = 90) -> dict:
-    """Compile a ``@triton.jit`` kernel for an NVIDIA GPU without one and report its resources.
-
-    Triton compiles to PTX and runs its own ``ptxas``; the ``cuobjdump`` shipped with Triton
-    reads the registers per thread from the binary. Pointer and integer arguments are declared
-    multiples of 16, as Triton's launcher finds them for the shapes of the labs. Needs the real
-    compiler, so it refuses to run under ``TRITON_INTERPRET=1``.
-    """
-    import os
-    import re
-    import subprocess
-    import tempfile
-
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        raise RuntimeError("compiling needs the real compiler: unset TRITON_INTERPRET")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    attrs = {(i,): [["tt.divisibility", 16]] for i, ty in enumerate(signature.values())
-             if ty.startswith("*") or ty in ("i32", "i64")}
-    compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs),
-                              target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages})
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(compiled.asm["cubin"])
-        cubin.flush()
-        usage = subprocess.run([tool, "-res-usage", cubin.name], capture_output=True, text=True,
-                               check=True).stdout
-    return {"registers": int(re.search(r"REG:(\d+)", usage).group(1)),  # per thread
-            "shared_bytes": compiled.metadata.shared,  # per program, as Triton requests it
-            "ptx": compiled.asm["ptx"]}
-
-
+# [softmax:compile]
 def row_kernel_resources(block_n: int, dtype: str = "bf16") -> dict:
     """Registers and shared memory of :func:`softmax_row_kernel` as :func:`softmax` launches it."""
     signature = {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "x_row_stride": "i32",
@@ -345,18 +311,17 @@ def row_kernel_device_resources(widths: list[int], dtype: torch.dtype = torch.bf
                                             BLOCK_N=block_n, num_warps=num_warps)
         torch.cuda.synchronize()
         rows.append({"n_cols": n_cols, "block_n": block_n, "dtype": str(dtype).removeprefix("torch."),
-                     "num_warps": num_warps, "registers": compiled.n_regs,  # per thread
-                     "spills": compiled.n_spills, "shared_bytes": compiled.metadata.shared,
+                     "num_warps": num_warps, **launched_resources(compiled),
                      "triton": triton.__version__})
     return rows
-# [/lab06:compile]
+# [/softmax:compile]
 
 
 def _main(argv: list[str] | None = None) -> int:
     import json
     import sys
 
-    from infralens.cli import OneLineParser, UsageError
+    from infralens.tools.cli import OneLineParser, UsageError
 
     parser = OneLineParser(
         prog="python -m infralens.kernels.triton_softmax",

@@ -1,4 +1,4 @@
-"""Lab 01: where the memory of a transformer goes.
+"""Where the memory of a transformer goes: parameters, activations, KV cache and the ledgers.
 
 Read a model's Hugging Face ``config.json``, count its parameters exactly, and turn the count
 into the two budgets that decide which GPU a job needs:
@@ -8,7 +8,8 @@ into the two budgets that decide which GPU a job needs:
 
 Every function is pure integer arithmetic; nothing here imports torch.
 
->>> from infralens.memory import count_parameters, shipped_config
+>>> from infralens.memory import count_parameters
+>>> from infralens.models import shipped_config
 >>> f"{count_parameters(shipped_config('gpt2')).total:,}"
 '124,439,808'
 """
@@ -19,14 +20,6 @@ from infralens.memory.activations import (
     ActivationTerm,
     activation_breakdown,
     activation_bytes_per_layer,
-)
-from infralens.memory.config import (
-    SUPPORTED_FAMILIES,
-    ConfigError,
-    ConfigLike,
-    ModelShape,
-    as_shape,
-    load_config,
 )
 from infralens.memory.kv_cache import kv_cache_bytes, kv_cache_bytes_per_token
 from infralens.memory.ledger import (
@@ -46,35 +39,25 @@ from infralens.memory.params import (
     teaching_formula,
     teaching_gap,
 )
-from infralens.memory.shipped import SOURCES, shipped_config, shipped_config_names
 from infralens.memory.zero import zero_model_state_bytes as zero_model_state_bytes
 
 __all__ = [
     "ACTIVATION_TERMS",
     "NOT_IN_LEDGER",
     "RECOMPUTE_MODES",
-    "SOURCES",
-    "SUPPORTED_FAMILIES",
     "ActivationTerm",
-    "ConfigError",
-    "ConfigLike",
     "GapTerm",
     "InferenceLedger",
-    "ModelShape",
     "ParamCount",
     "TeachingEstimate",
     "TrainingEstimate",
     "TrainingLedger",
     "activation_breakdown",
     "activation_bytes_per_layer",
-    "as_shape",
     "count_parameters",
     "inference_ledger",
     "kv_cache_bytes",
     "kv_cache_bytes_per_token",
-    "load_config",
-    "shipped_config",
-    "shipped_config_names",
     "teaching_formula",
     "teaching_gap",
     "training_estimate",

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from infralens.memory.checks import require_positive
+from infralens.tools.checks import require_positive
 
 Recompute: TypeAlias = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
@@ -80,7 +80,7 @@ def activation_bytes_per_layer(
         raise ValueError(f"tensor-parallel size t={t} must divide heads a={a} and hidden h={h}")
     if sequence_parallel and s % t:
         raise ValueError(f"sequence parallelism needs t={t} to divide the sequence length s={s}")
-    # [lab01:activations]
+    # [memory:activations]
     sbh = s * b * h
     scores = 5 * a * s * s * b // t  # softmax out, dropout mask, dropout out: a x s x s each
     if recompute == "full":  # keep only the layer input; recompute everything in backward
@@ -92,7 +92,7 @@ def activation_bytes_per_layer(
     if recompute == "selective":
         return linear  # the attention scores are recomputed, not stored
     return linear + scores
-    # [/lab01:activations]
+    # [/memory:activations]
 
 
 @dataclass(frozen=True)

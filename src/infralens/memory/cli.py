@@ -20,9 +20,7 @@ import sys
 import textwrap
 from typing import Any
 
-from infralens.cli import OneLineParser, UsageError, positive_int
 from infralens.memory.activations import RECOMPUTE_MODES
-from infralens.memory.config import SUPPORTED_FAMILIES, ModelShape, load_config
 from infralens.memory.ledger import (
     NOT_IN_LEDGER,
     OPTIMIZER_STATE_BYTES,
@@ -32,7 +30,9 @@ from infralens.memory.ledger import (
 )
 from infralens.memory.params import count_parameters
 from infralens.memory.report import format_table, human_count
-from infralens.memory.shipped import shipped_config, shipped_config_names
+from infralens.models.config import SUPPORTED_FAMILIES, ModelShape, load_config
+from infralens.models.shipped import shipped_config, shipped_config_names
+from infralens.tools.cli import OneLineParser, UsageError, positive_int
 
 PROG = "infralens.memory"
 
@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, or 2 for bad input)."""
     parser = build_parser()
-    # [lab01:cli-errors]
+    # [memory:cli-errors]
     try:
         args = parser.parse_args(argv)
         name, shape = _resolve_model(args)
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(report)
     return 0
-    # [/lab01:cli-errors]
+    # [/memory:cli-errors]
 
 
 def _resolve_model(args: argparse.Namespace) -> tuple[str, ModelShape]:

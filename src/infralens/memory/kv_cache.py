@@ -17,8 +17,8 @@ which is what a server allocates when it does not exploit the window. Paged allo
 
 from __future__ import annotations
 
-from infralens.memory.checks import require_positive
-from infralens.memory.config import ConfigLike, as_shape
+from infralens.models.config import ConfigLike, as_shape
+from infralens.tools.checks import require_positive
 
 
 def kv_cache_bytes_per_token(config: ConfigLike, bytes_per_elem: int = 2) -> int:
@@ -36,11 +36,11 @@ def kv_cache_bytes(config: ConfigLike, batch: int, seq_len: int, bytes_per_elem:
     """
     require_positive(batch=batch, seq_len=seq_len, bytes_per_elem=bytes_per_elem)
     shape = as_shape(config)
-    # [lab01:kv-cache]
+    # [memory:kv-cache]
     # Per token and layer: one key and one value vector for each KV head (not query head).
     k_and_v = 2
     per_token_per_layer = k_and_v * shape.n_kv_heads * shape.head_dim
     # Full length: every layer keeps every token of every sequence in the batch.
     elements = shape.n_layers * batch * seq_len * per_token_per_layer
     return elements * bytes_per_elem
-    # [/lab01:kv-cache]
+    # [/memory:kv-cache]

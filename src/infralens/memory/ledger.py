@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from infralens.memory.activations import Recompute, activation_bytes_per_layer
-from infralens.memory.checks import require_positive
-from infralens.memory.config import ConfigLike, as_shape
 from infralens.memory.kv_cache import kv_cache_bytes
 from infralens.memory.params import ParamCount, count_parameters
+from infralens.models.config import ConfigLike, as_shape
+from infralens.tools.checks import require_positive
 
 Optimizer: TypeAlias = Literal["sgd", "sgd_momentum", "adamw"]
 Precision: TypeAlias = Literal["fp32", "mixed", "amp"]
@@ -139,7 +139,7 @@ def training_ledger(num_params: int, optimizer: Optimizer, precision: Precision)
     if precision not in PRECISION_BYTES:
         raise ValueError(f"precision must be one of {', '.join(PRECISION_BYTES)}; "
                          f"got {precision!r}")
-    # [lab01:training-ledger]
+    # [memory:training-ledger]
     weight_bytes, grad_bytes, master_bytes = PRECISION_BYTES[precision]
     state_bytes = OPTIMIZER_STATE_BYTES[optimizer]  # always fp32, whatever the precision
     return TrainingLedger(
@@ -151,7 +151,7 @@ def training_ledger(num_params: int, optimizer: Optimizer, precision: Precision)
         master_weights=master_bytes * num_params,  # fp32 copy the optimizer updates (mixed)
         optimizer_states=state_bytes * num_params,
     )
-    # [/lab01:training-ledger]
+    # [/memory:training-ledger]
 
 
 @dataclass(frozen=True)
@@ -232,11 +232,11 @@ def inference_ledger(
     token needs. Defaults are 16-bit weights and a 16-bit cache.
     """
     require_positive(weight_bytes_per_param=weight_bytes_per_param)
-    # [lab01:inference-ledger]
+    # [memory:inference-ledger]
     shape = as_shape(config)
     # Every weight, once, at the serving precision (2 bytes for bf16, 1 for fp8 or int8).
     weights = count_parameters(shape).total * weight_bytes_per_param
     # One K and one V vector per KV head, per layer, per sequence, per token (kv_cache.py).
     kv_cache = kv_cache_bytes(shape, batch, seq_len, bytes_per_elem=kv_bytes_per_elem)
     return InferenceLedger(weights=weights, kv_cache=kv_cache)
-    # [/lab01:inference-ledger]
+    # [/memory:inference-ledger]

@@ -165,7 +165,7 @@ class TensorBytesProbe:
         return {"allocated": sum(breakdown.values()), "peak": None, "breakdown": breakdown}
 
 
-# [measure:one-step]
+# [memory:one-step]
 def _one_step(cfg, batch, seq_len, *, precision, checkpoint, device, seed, foreach, probe):
     torch.manual_seed(seed)
     tracker = _SavedTensorTracker()
@@ -207,7 +207,7 @@ def _one_step(cfg, batch, seq_len, *, precision, checkpoint, device, seed, forea
 
     n_tensors = len(list(model.parameters()))
     return phases, model.num_params(), n_tensors, float(loss.detach())
-# [/measure:one-step]
+# [/memory:one-step]
 
 
 def measure_training_step(

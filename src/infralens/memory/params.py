@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from infralens.memory.config import ConfigLike, ModelShape, as_shape
+from infralens.models.config import ConfigLike, ModelShape, as_shape
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class ParamCount:
 def count_parameters(config: ConfigLike) -> ParamCount:
     """Exact trainable-parameter count of the model a config describes.
 
-    ``config`` is a :class:`~infralens.memory.config.ModelShape`, a ``config.json`` dict, or
+    ``config`` is a :class:`~infralens.models.config.ModelShape`, a ``config.json`` dict, or
     a path to one. Matches ``sum(p.numel() for p in model.parameters())`` of the Hugging Face
     model (which, like this count, sees a tied matrix once).
     """
@@ -89,19 +89,19 @@ def count_parameters(config: ConfigLike) -> ParamCount:
 
 def embedding_params(shape: ModelShape) -> int:
     """Token embeddings, plus position embeddings when the model learns them (GPT-2)."""
-    # [lab01:embedding]
+    # [memory:embedding]
     d = shape.d_model
     token_table = shape.vocab_size * d  # one d-vector per vocabulary entry
     # GPT-2 learns one d-vector per position, up to n_positions. Rotary models (Llama and
     # its descendants) rotate q and k by a fixed angle instead: max_positions is 0 for them.
     position_table = shape.max_positions * d
     return token_table + position_table
-    # [/lab01:embedding]
+    # [/memory:embedding]
 
 
 def attention_params_per_layer(shape: ModelShape) -> int:
     """Weights and biases of one layer's q, k, v and output projections."""
-    # [lab01:attention]
+    # [memory:attention]
     d = shape.d_model
     q_dim = shape.n_heads * shape.head_dim  # equals d unless head_dim is explicit
     kv_dim = shape.n_kv_heads * shape.head_dim  # GQA: fewer K/V heads, thinner K and V
@@ -112,12 +112,12 @@ def attention_params_per_layer(shape: ModelShape) -> int:
     if shape.o_bias:
         biases += d
     return weights + biases
-    # [/lab01:attention]
+    # [/memory:attention]
 
 
 def mlp_params_per_layer(shape: ModelShape) -> int:
     """One layer's MLP: a dense block, or all experts of a mixture plus the router."""
-    # [lab01:mlp]
+    # [memory:mlp]
     d, f = shape.d_model, shape.d_ff
     matrices = 3 if shape.mlp == "swiglu" else 2  # SwiGLU: gate, up, down. GELU: up, down.
     one_mlp = matrices * d * f
@@ -129,10 +129,10 @@ def mlp_params_per_layer(shape: ModelShape) -> int:
     # each token visits only experts_per_token of them. The router is one d x E matrix.
     router = d * shape.n_experts
     return shape.n_experts * one_mlp + router
-    # [/lab01:mlp]
+    # [/memory:mlp]
 
 
-# [lab01:norms]
+# [memory:norms]
 def _one_norm(shape: ModelShape) -> int:
     """LayerNorm learns a scale and a shift per channel; RMSNorm learns only the scale."""
     return 2 * shape.d_model if shape.norm == "layernorm" else shape.d_model
@@ -146,18 +146,18 @@ def norm_params_per_layer(shape: ModelShape) -> int:
 def final_norm_params(shape: ModelShape) -> int:
     """One more norm after the last block, just before the LM head."""
     return _one_norm(shape)
-# [/lab01:norms]
+# [/memory:norms]
 
 
 def lm_head_params(shape: ModelShape) -> int:
     """The output projection from d to V logits (no bias in any supported family)."""
-    # [lab01:lm-head]
+    # [memory:lm-head]
     if shape.tie_embeddings:
         # Tied: the LM head *is* the token table (used transposed). It is already counted
         # under embedding, and model.parameters() yields the shared tensor only once.
         return 0
     return shape.d_model * shape.vocab_size
-    # [/lab01:lm-head]
+    # [/memory:lm-head]
 
 
 # --- The textbook estimate, and where it is wrong -------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from infralens.memory.checks import require_positive
+from infralens.tools.checks import require_positive
 
 #: The stages :func:`zero_model_state_bytes` accepts: plain data parallelism, then ZeRO 1 to 3.
 STAGES: tuple[str | int, ...] = ("ddp", 1, 2, 3)
@@ -71,12 +71,12 @@ def zero_lines(
         raise ValueError(f"k must be a non-negative integer (bytes per parameter), got {k!r}")
     check_stage(stage)
     level = 0 if stage == "ddp" else int(stage)
-    # [lab08:zero-lines]
+    # [memory:zero-lines]
     shard = -(-num_params // dp)  # ceil(Ψ / N_d): elements in one GPU's partition
     optimizer = k * (shard if level >= 1 else num_params)  # P_os: stage 1 and up
     gradients = grad_bytes * (shard if level >= 2 else num_params)  # P_g: stage 2 and up
     weights = weight_bytes * (shard if level >= 3 else num_params)  # P_p: stage 3
-    # [/lab08:zero-lines]
+    # [/memory:zero-lines]
     return ZeroLines(weights=weights, gradients=gradients, optimizer_states=optimizer)
 
 

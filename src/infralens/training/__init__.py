@@ -1,4 +1,4 @@
-"""Labs 02, 03 and 08: the training loop, data parallelism, and sharded model state.
+"""A GPU training loop, measured and then distributed: the loop, DDP, ZeRO and FSDP.
 
 Each module is small, named for what it does, and runnable with ``python -m``:
 

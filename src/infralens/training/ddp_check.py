@@ -24,8 +24,8 @@ from contextlib import nullcontext
 import torch
 import torch.distributed as dist
 
-from infralens.cli import OneLineParser, UsageError
 from infralens.models.gpt import GPT, GPTConfig
+from infralens.tools.cli import OneLineParser, UsageError
 from infralens.training.train_ddp import LaunchError, init_distributed, sharded_loader, wrap
 from infralens.training.train_single_gpu import TokenWindows, markov_corpus
 

@@ -41,8 +41,8 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from infralens.cli import UsageError
 from infralens.models.gpt import GPT
+from infralens.tools.cli import UsageError
 from infralens.training.train_ddp import DistContext, init_distributed, wrap
 from infralens.training.train_single_gpu import (
     TrainConfig,
@@ -97,7 +97,7 @@ def intersection(a: Iterable[Interval], b: Iterable[Interval]) -> list[Interval]
 
 # --- trace analysis --------------------------------------------------------------------------------
 
-# [lab03:overlap]
+# [ddp:overlap]
 def analyze_trace(trace: dict, steps: int) -> dict:
     """All-reduce time, backward time and their overlap, per step, from a Chrome trace.
 
@@ -140,7 +140,7 @@ def analyze_trace(trace: dict, steps: int) -> dict:
         "overlap_fraction": hidden_by_backward / comm_us if comm_us else None,
         "nccl_kernels_per_step": len(comm) / steps,
     }
-# [/lab03:overlap]
+# [/ddp:overlap]
 
 
 # --- the measurement (one rank) --------------------------------------------------------------------

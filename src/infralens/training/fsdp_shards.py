@@ -42,9 +42,9 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from infralens.cli import UsageError
 from infralens.memory.measure import tensor_breakdown
 from infralens.models.gpt import GPT
+from infralens.tools.cli import UsageError
 from infralens.training.train_ddp import DistContext, LaunchError, init_distributed
 from infralens.training.train_single_gpu import (
     MemoryWatch,
@@ -65,7 +65,7 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if isinstance(t, DTensor) else t
 
 
-# [lab08:shard]
+# [fsdp:shard]
 def shard(model: GPT, ctx: DistContext, mode: str) -> torch.nn.Module:
     """Wrap ``model`` for ``mode``: DDP replicates it, FSDP2 shards it in place block by block."""
     if mode.startswith("ddp"):
@@ -82,7 +82,7 @@ def shard(model: GPT, ctx: DistContext, mode: str) -> torch.nn.Module:
         fully_shard(block, **options)
     fully_shard(model, **options)  # the root: embeddings, final norm, the tied head
     return model
-# [/lab08:shard]
+# [/fsdp:shard]
 
 
 def local_breakdown(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
@@ -137,7 +137,7 @@ def measure(cfg: TrainConfig, ctx: DistContext, mode: str) -> dict:
     return out
 
 
-# [lab08:predict]
+# [fsdp:predict]
 def state_prediction(mode: str, shapes: list[list[int]], world: int, rank: int) -> dict[str, dict]:
     """What one rank keeps of the model state after each phase of a steady-state step (fp32
     weights and gradients, AdamW), by the exact split FSDP2 makes; activations not included.
@@ -166,7 +166,7 @@ def state_prediction(mode: str, shapes: list[list[int]], world: int, rank: int) 
     }
     return {phase: {"params": p, "grads": g, "optimizer_state": o, "buckets": buckets,
                     "total": p + g + o + buckets} for phase, (p, g, o) in lines.items()}
-# [/lab08:predict]
+# [/fsdp:predict]
 
 
 def _table(report: dict, mode: str) -> list[str]:

@@ -38,9 +38,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
-from infralens.cli import UsageError
-from infralens.memory.checks import require_positive
 from infralens.models.gpt import GPT
+from infralens.tools.checks import require_positive
+from infralens.tools.cli import UsageError
 from infralens.training.train_single_gpu import (
     TokenWindows,
     TrainConfig,
@@ -72,7 +72,7 @@ class DistContext:
         return self.rank == 0
 
 
-# [lab03:init]
+# [ddp:init]
 def init_distributed(device: str = "auto") -> DistContext:
     """Join the process group that torchrun set up; one GPU per process when on GPUs."""
     missing = [name for name in TORCHRUN_VARS if name not in os.environ]
@@ -92,7 +92,7 @@ def init_distributed(device: str = "auto") -> DistContext:
         dev, backend = torch.device("cpu"), "gloo"  # CPU tensors over TCP
     dist.init_process_group(backend)  # env://: MASTER_ADDR:MASTER_PORT, RANK, WORLD_SIZE
     return DistContext(rank, world, local_rank, dev, backend)
-# [/lab03:init]
+# [/ddp:init]
 
 
 @dataclass(frozen=True)
@@ -117,24 +117,24 @@ class DDPConfig:
 
 def wrap(model: torch.nn.Module, ctx: DistContext, bucket_cap_mb: float | None = None) -> DDP:
     """DDP around ``model``: broadcasts rank 0's weights and registers the bucket hooks."""
-    # [lab03:wrap]
+    # [ddp:wrap]
     return DDP(
         model,
         device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,  # one GPU per rank
         bucket_cap_mb=bucket_cap_mb,  # bucket size in MiB; None: 25, and 1 for the first bucket
         gradient_as_bucket_view=True,  # .grad points into the bucket: no second copy of 4Ψ bytes
     )
-    # [/lab03:wrap]
+    # [/ddp:wrap]
 
 
 def sharded_loader(dataset: Dataset, ctx: DistContext, batch: int, seed: int,
                    shuffle: bool = True) -> tuple[DataLoader, DistributedSampler]:
     """A loader that gives this rank its own 1/W of every epoch (``drop_last`` keeps W even)."""
-    # [lab03:sampler]
+    # [ddp:sampler]
     sampler = DistributedSampler(dataset, num_replicas=ctx.world, rank=ctx.rank, shuffle=shuffle,
                                  seed=seed, drop_last=True)  # same permutation on every rank
     loader = DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True)
-    # [/lab03:sampler]
+    # [/ddp:sampler]
     if len(loader) == 0:
         raise ValueError(f"{len(dataset)} windows give rank {ctx.rank} no batch of {batch}")
     return loader, sampler
@@ -168,7 +168,7 @@ def train_ddp(cfg: DDPConfig, ctx: DistContext, log: Callable[[str], None] = pri
             f"x {ctx.world} ranks; {len(loader)} micro-batches per rank per epoch")
     losses = []
     start = time.perf_counter()
-    # [lab03:loop]
+    # [ddp:loop]
     for step in range(tc.steps):
         step_loss = torch.zeros((), device=ctx.device)
         for micro in range(cfg.accum):
@@ -186,16 +186,16 @@ def train_ddp(cfg: DDPConfig, ctx: DistContext, log: Callable[[str], None] = pri
             if ctx.is_main:
                 losses.append(step_loss.item() / ctx.world)
                 log(f"step {step:4d}  loss {losses[-1]:.4f}  (mean over {ctx.world} ranks)")
-    # [/lab03:loop]
+    # [/ddp:loop]
     seconds = time.perf_counter() - start
-    # [lab03:checkpoint]
+    # [ddp:checkpoint]
     if cfg.checkpoint_path:
         if ctx.is_main:  # one writer; ddp.module is the plain model, keys without "module."
             torch.save({"model": ddp.module.state_dict(), "optimizer": optimizer.state_dict(),
                         "step": tc.steps}, cfg.checkpoint_path)
             log(f"rank 0 saved {cfg.checkpoint_path}")
         dist.barrier()  # nobody reads the file, or exits, before it is complete
-    # [/lab03:checkpoint]
+    # [/ddp:checkpoint]
     return {"losses": losses, "seconds": seconds, "micro_batches_per_epoch": len(loader)}
 
 

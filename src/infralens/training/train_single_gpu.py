@@ -44,9 +44,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from infralens.cli import OneLineParser, UsageError, positive_int
 from infralens.memory import activation_bytes_per_layer, count_parameters, training_ledger
-from infralens.memory.checks import require_positive
 from infralens.memory.measure import (
     AllocatorProbe,
     TensorBytesProbe,
@@ -54,6 +52,8 @@ from infralens.memory.measure import (
     tensor_breakdown,
 )
 from infralens.models.gpt import GPT, GPTConfig
+from infralens.tools.checks import require_positive
+from infralens.tools.cli import OneLineParser, UsageError, positive_int
 
 PROG = "infralens.training.train_single_gpu"
 
@@ -64,7 +64,7 @@ PRESETS: dict[str, GPTConfig] = {
 }
 
 
-# [lab02:data]
+# [train:data]
 def markov_corpus(n_tokens: int, vocab_size: int, branching: int = 4, seed: int = 0) -> torch.Tensor:
     """A token stream in which each token has ``branching`` equally likely successors."""
     require_positive(n_tokens=n_tokens, vocab_size=vocab_size, branching=branching)
@@ -92,7 +92,7 @@ class TokenWindows(Dataset):
         start = i * self.seq_len
         window = self.corpus[start : start + self.seq_len + 1]  # (T + 1,)
         return window[:-1], window[1:]  # the target is the input shifted left by one token
-# [/lab02:data]
+# [/train:data]
 
 
 def batches(dataset: Dataset, batch: int, seed: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -174,7 +174,7 @@ class NoWatch:
         return nullcontext()
 
 
-# [lab02:watch]
+# [train:watch]
 class MemoryWatch:
     """Reads memory after every phase of every step with Lab 01's probes (``memory/measure.py``).
 
@@ -217,7 +217,7 @@ class MemoryWatch:
     def _read(self) -> dict:
         return self.probe.read(self.breakdown(self.model, self.optimizer, self.saved.storages,
                                               self.device))
-# [/lab02:watch]
+# [/train:watch]
 
 
 @dataclass
@@ -257,7 +257,7 @@ def train(
     data = batches(TokenWindows(markov_corpus(cfg.corpus_tokens, cfg.model.vocab_size, cfg.branching,
                                               cfg.seed), cfg.seq_len), cfg.batch, seed)
     torch.manual_seed(cfg.seed)
-    # [lab02:setup]
+    # [train:setup]
     with device:  # build and initialize the weights directly on the device
         gpt = GPT(cfg.model, checkpoint=cfg.checkpoint)  # fp32 weights: 4 bytes x Ψ
     gpt.train()
@@ -266,11 +266,11 @@ def train(
         model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=False, fused=False
     )
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp)
-    # [/lab02:setup]
+    # [/train:setup]
     watch.attach(model, optimizer)
     losses: list[torch.Tensor] = []
     start = time.perf_counter()
-    # [lab02:loop]
+    # [train:loop]
     for step in range(cfg.steps):
         x, y = next(data)  # (B, T) token ids and (B, T) next-token targets, on the CPU
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -285,7 +285,7 @@ def train(
         losses.append(loss.detach())
         if log and (step % log_every == 0 or step == cfg.steps - 1):
             log(f"step {step:4d}  loss {loss.item():.4f}")  # .item() waits for the GPU
-    # [/lab02:loop]
+    # [/train:loop]
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
@@ -298,7 +298,7 @@ def num_params(model_cfg: GPTConfig) -> int:
     return count_parameters(model_cfg.to_hf_config()).total
 
 
-# [lab02:ledger]
+# [train:ledger]
 def ledger_by_phase(cfg: TrainConfig, steps: int = 2) -> list[dict]:
     """What the ledger predicts is allocated after each phase of the first ``steps`` steps.
 
@@ -328,10 +328,10 @@ def ledger_by_phase(cfg: TrainConfig, steps: int = 2) -> list[dict]:
     for row in rows:
         row["total"] = row["params"] + row["grads"] + row["optimizer_state"] + row["activations"]
     return rows
-# [/lab02:ledger]
+# [/train:ledger]
 
 
-# [lab02:account]
+# [train:account]
 def layer_saved_bytes(m: GPTConfig, batch: int, seq_len: int, amp: bool) -> dict[str, int]:
     """What one block of this GPT saves for backward, by kind, in bytes.
 
@@ -348,7 +348,7 @@ def layer_saved_bytes(m: GPTConfig, batch: int, seq_len: int, amp: bool) -> dict
     weight_copies = 2 * (3 * h * h + h * h + 2 * h * F) if amp else 0  # qkv, proj, fc, proj
     return {"activations": activations, "statistics": statistics, "weight_copies": weight_copies,
             "total": activations + statistics + weight_copies}
-# [/lab02:account]
+# [/train:account]
 
 
 def saved_by_module(model: GPT, x: torch.Tensor, y: torch.Tensor, amp: bool = False) -> list[dict]:

@@ -25,9 +25,9 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from infralens.cli import OneLineParser, UsageError, non_negative_int, positive_int
-from infralens.memory.checks import require_positive
 from infralens.memory.zero import zero_lines
+from infralens.tools.checks import require_positive
+from infralens.tools.cli import OneLineParser, UsageError, non_negative_int, positive_int
 
 PROG = "infralens.training.zero_memory_accounting"
 
@@ -49,7 +49,7 @@ class Scheme:
     note: str
 
 
-# [lab08:schemes]
+# [zero:schemes]
 SCHEMES: dict[str, Scheme] = {s.name: s for s in (
     Scheme("ddp", "ddp", "all-reduce(grads)", 2, "everything replicated"),
     Scheme("zero1", 1, "reduce-scatter(grads) + all-gather(params)", 2, "optimizer states sharded"),
@@ -63,7 +63,7 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
     Scheme("fsdp-hybrid", 3, "ZeRO-3 inside a shard group + all-reduce(grad shard) across groups", 3,
            "HYBRID_SHARD: ZeRO-3 over a group of G GPUs, replicated over N_d / G groups"),
 )}
-# [/lab08:schemes]
+# [/zero:schemes]
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def comm_volume(
     """
     require_positive(num_params=num_params, dp=dp, elem_bytes=elem_bytes)
     spec = _check_scheme(scheme)
-    # [lab08:comm]
+    # [zero:comm]
     ring = (dp - 1) / dp  # one reduce-scatter or one all-gather sends this fraction of the data
     if scheme == "fsdp-hybrid":
         g = _check_group(dp, shard_group)
@@ -152,7 +152,7 @@ def comm_volume(
         elements = inside + across
     else:
         elements = spec.sent * ring * num_params  # 2 or 3 collectives' worth of Ψ
-    # [/lab08:comm]
+    # [/zero:comm]
     return CommVolume(scheme, spec.sent * num_params, elements * elem_bytes, spec.collectives)
 
 

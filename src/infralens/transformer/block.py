@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from infralens.memory import ModelShape
-from infralens.transformer.attention import KVCache, grouped_query_attention
+from infralens.attention.gqa import KVCache, grouped_query_attention
+from infralens.models import ModelShape
 from infralens.transformer.rope import apply_rope, rope_frequencies
 
 
@@ -56,7 +56,7 @@ class DecoderBlock(nn.Module):
         self.down = nn.Linear(f, h, bias=False)
         self.register_buffer("freqs", rope_frequencies(d, rope_base), persistent=False)
 
-    # [ch07:block-forward]
+    # [transformer:block-forward]
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None,
                 trace: dict | None = None) -> torch.Tensor:
         B, S, _ = x.shape  # (B, S, h): the residual stream
@@ -74,7 +74,7 @@ class DecoderBlock(nn.Module):
         y = self.mlp_norm(x)  # (B, S, h)
         u = F.silu(self.gate(y)) * self.up(y)  # (B, S, f): SwiGLU's gated hidden layer
         x = x + self.down(u)  # (B, S, h): second residual add
-        # [/ch07:block-forward]
+        # [/transformer:block-forward]
         if trace is not None:
             trace.update({"x": (B, S, self.wq.in_features), "q": tuple(q.shape),
                           "k": tuple(k.shape), "v": tuple(v.shape), "o": tuple(o.shape),

@@ -25,17 +25,12 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
-from infralens.memory import (
-    ConfigLike,
-    ModelShape,
-    as_shape,
-    count_parameters,
-    kv_cache_bytes,
-)
+from infralens.memory import count_parameters, kv_cache_bytes
 from infralens.memory.params import attention_params_per_layer, lm_head_params, mlp_params_per_layer
+from infralens.models import ConfigLike, ModelShape, as_shape
 
 
-# [ch07:flops-params]
+# [transformer:flops-params]
 def active_mlp_params_per_layer(shape: ModelShape) -> int:
     """MLP parameters one token passes through in one layer: k experts and the router if MoE."""
     if not shape.is_moe:
@@ -51,7 +46,7 @@ def matmul_params(config: ConfigLike) -> int:
     per_layer = attention_params_per_layer(shape) + active_mlp_params_per_layer(shape)
     head = lm_head_params(replace(shape, tie_embeddings=False))  # a tied head still runs: h x V
     return shape.n_layers * per_layer + head
-# [/ch07:flops-params]
+# [/transformer:flops-params]
 
 
 @dataclass(frozen=True)
@@ -83,7 +78,7 @@ class TokenFlops:
                 ("total", float(self.total)))
 
 
-# [ch07:flops-per-token]
+# [transformer:flops-per-token]
 def attention_window(config: ConfigLike) -> int | None:
     """The sliding window W of a Hugging Face config, or None when every query sees all its keys.
 
@@ -155,7 +150,7 @@ def training_flops_per_token(config: ConfigLike, seq_len: int, causal: bool = Tr
     else:
         context = Fraction(seq_len if W is None else min(seq_len, W))
     return 3 * forward_flops_per_token(config, context, W).total
-# [/ch07:flops-per-token]
+# [/transformer:flops-per-token]
 
 
 def palm_training_flops_per_token(config: ConfigLike, seq_len: int) -> int:
@@ -178,23 +173,7 @@ def attention_crossover_context(config: ConfigLike, window: int | None = None) -
     return None if W is not None and c_star > W else c_star
 
 
-def sdpa_flops(batch: int, n_heads: int, seq_q: int, seq_k: int, head_dim: int,
-               causal: bool) -> int:
-    """FLOPs of one attention call, q k^T and p v, as attention benchmarks count them.
-
-    Non-causal: 4 * B * a * S_q * S_k * d. Causal (S_q == S_k): half of that, the convention of
-    the FlashAttention benchmarks. The exact count of visible pairs is S(S+1)/2, not S^2/2: the
-    two differ by a factor 1 + 1/S.
-    """
-    full = 4 * batch * n_heads * seq_q * seq_k * head_dim
-    if not causal:
-        return full
-    if seq_q != seq_k:
-        raise ValueError("the half-of-full convention is for square causal attention (S_q == S_k)")
-    return full // 2
-
-
-# [ch07:decode-step]
+# [transformer:decode-step]
 @dataclass(frozen=True)
 class DecodeStep:
     """One decoding step for ``batch`` sequences whose new token attends to ``context`` keys."""
@@ -235,4 +214,4 @@ def decode_step(config: ConfigLike, batch: int, context: int, weight_bytes_per_p
         weight_bytes=weight_bytes_per_param * matmul_params(shape),
         kv_bytes=kv_cache_bytes(shape, batch, attended, bytes_per_elem=kv_bytes_per_elem),
     )
-# [/ch07:decode-step]
+# [/transformer:decode-step]

@@ -31,7 +31,7 @@ import torch
 Layout: TypeAlias = Literal["interleaved", "half"]
 
 
-# [ch07:rope]
+# [transformer:rope]
 def rope_frequencies(head_dim: int, base: float = 10_000.0) -> torch.Tensor:
     """theta_i = base^(-2i/d) for i = 0 .. d/2 - 1, in float64: pair 0 turns fastest."""
     if head_dim <= 0 or head_dim % 2:
@@ -56,7 +56,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor,
     if layout == "interleaved":
         return torch.stack((r1, r2), dim=-1).flatten(-2)  # back to (2i, 2i+1) order
     return torch.cat((r1, r2), dim=-1)
-# [/ch07:rope]
+# [/transformer:rope]
 
 
 def rotated_score(q: torch.Tensor, k: torch.Tensor, m: int, n: int, freqs: torch.Tensor,
@@ -79,7 +79,7 @@ def wavelengths(freqs: torch.Tensor) -> torch.Tensor:
 
 # --- context extension ----------------------------------------------------------------------
 
-# [ch07:context-extension]
+# [transformer:context-extension]
 def pi_frequencies(freqs: torch.Tensor, factor: float) -> torch.Tensor:
     """Position interpolation (Chen et al. 2023): position m -> m / s, i.e. every theta / s."""
     return freqs / factor
@@ -111,4 +111,4 @@ def yarn_frequencies(freqs: torch.Tensor, factor: float, original_context: int,
 def yarn_attention_scale(factor: float) -> float:
     """YaRN multiplies q and k by 0.1 ln(s) + 1, so the logits by its square (a temperature)."""
     return 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
-# [/ch07:context-extension]
+# [/transformer:context-extension]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from infralens.memory import ConfigLike, as_shape
+from infralens.models import ConfigLike, as_shape
 
 AttentionKind = Literal["MHA", "GQA", "MQA"]
 
@@ -59,7 +59,7 @@ class TensorRow:
         return n
 
 
-# [ch07:data-flow]
+# [transformer:data-flow]
 def forward_tensors(config: ConfigLike, batch: int, seq_len: int) -> list[TensorRow]:
     """The tensors of one forward pass over (batch, seq_len) tokens, in the order they are made."""
     m = as_shape(config)
@@ -85,4 +85,4 @@ def forward_tensors(config: ConfigLike, batch: int, seq_len: int) -> list[Tensor
         R("head", "logits", ("b", "s", "V"), (b, s, V), "LM head"),
     ]
     return rows
-# [/ch07:data-flow]
+# [/transformer:data-flow]

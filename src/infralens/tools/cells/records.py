@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import provenance
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 RECORD_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 

@@ -209,7 +209,7 @@ def _gpt2_shape(raw: Mapping[str, Any]) -> ModelShape:
 def _rotary_shape(family: str, raw: Mapping[str, Any]) -> ModelShape:
     """Llama and its descendants: RoPE (no position parameters), RMSNorm, a SwiGLU MLP."""
     d_model, n_heads = _size(raw, "hidden_size"), _size(raw, "num_attention_heads")
-    # [lab01:normalize]
+    # [models:normalize]
     if "num_key_value_heads" in raw:  # a number, or null for "one KV head per query head"
         n_kv_heads = _optional_size(raw, "num_key_value_heads", n_heads)
     else:  # absent: Hugging Face's per-family default (8 for Mistral, 32 for Qwen2!)
@@ -225,7 +225,7 @@ def _rotary_shape(family: str, raw: Mapping[str, Any]) -> ModelShape:
     mlp_bias = family == "llama" and _flag(raw, "mlp_bias", False)
     n_experts = _optional_size(raw, "num_local_experts", 8) if family == "mixtral" else 0
     top_k = _optional_size(raw, "num_experts_per_tok", 2) if family == "mixtral" else 0
-    # [/lab01:normalize]
+    # [/models:normalize]
     return ModelShape(
         family=family,
         vocab_size=_size(raw, "vocab_size"),

@@ -1,7 +1,7 @@
-"""Architecture facts Chapter 1 computes with that the hardware module does not hold.
+"""Architecture facts finer than a product sheet, each with its source.
 
-:mod:`infralens.hardware` keeps the product numbers every page uses (SMs, HBM, L2, Tensor-Core
-rates, NVLink, per-SM limits). This module keeps the finer-grained facts of one chapter: the
+:mod:`~infralens.hardware.specs` keeps the product numbers every page uses (SMs, HBM, L2,
+Tensor-Core rates, NVLink, per-SM limits). This module keeps the finer-grained facts: the
 inside of an SM, memory-system granularities, interconnect link counts, cluster limits, the
 Ada and Blackwell differences and an AMD MI300X contrast. Each is a
 :class:`~infralens.hardware.Spec` with the BibTeX key of its source (``conf/bib/hardware.bib``
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from infralens.hardware import GB, KIB, MIB, TB, Spec
+from infralens.hardware.specs import GB, KIB, MIB, TB, Spec
 
 __all__ = ["FACTS", "fact", "uncertain_facts"]
 
@@ -25,7 +25,7 @@ _BEST = "nvidia2025bestpractices"
 _MI300X = "amd2023mi300x"
 _CDNA3 = "amd2023cdna3"
 
-# [ch01:facts]
+# [hardware:facts]
 FACTS: Mapping[str, Spec] = MappingProxyType({
     # Inside the SM (Hopper and Ampere): four processing blocks ("sub-partitions"), each with its
     # own warp scheduler, a quarter of the register file and one Tensor Core.
@@ -91,7 +91,7 @@ FACTS: Mapping[str, Spec] = MappingProxyType({
         "AMD material gives 64 GB/s each way, which would make it both-directions like NVLink.",
         uncertain=True),
 })
-# [/ch01:facts]
+# [/hardware:facts]
 
 
 def fact(name: str) -> float | int:

@@ -11,7 +11,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
-from infralens.memory.config import ConfigError
+from infralens.models.config import ConfigError
 
 #: Shipped config name -> the Hugging Face model repository its ``config.json`` comes from.
 SOURCES: dict[str, str] = {
@@ -30,7 +30,7 @@ SOURCES: dict[str, str] = {
 
 
 def _configs_dir() -> Traversable:
-    return resources.files("infralens.memory").joinpath("configs")
+    return resources.files("infralens.models").joinpath("configs")
 
 
 def shipped_config_names() -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""python -m infralens.gpu {check-cuda,list,run,unpack}: the GPU-cell runner (see runner.py)."""
+"""python -m infralens.tools.cells {check-cuda,list,run,unpack}: the GPU-cell runner (see runner.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import records
 
-PROG = "infralens.gpu"
+PROG = "infralens.tools.cells"
 
 
 def _fail(message: str) -> int:

@@ -3,7 +3,7 @@
 One program owns one block of ``BLOCK_M`` queries of one (batch, head). It keeps the block's
 running max ``m_i``, running sum ``l_i`` and output accumulator ``acc`` in registers, loops over
 the keys and values ``BLOCK_N`` at a time, and writes its output once, normalized. This is the
-loop of :func:`infralens.attention.flashattention_mental_model.flash_attention_forward`, with
+loop of :func:`infralens.attention.flash_reference.flash_attention_forward`, with
 two changes a GPU wants: exponentials in base 2 (the scale folds in log2(e)) and masks only
 where needed: for causal attention the key blocks are split into those wholly below the diagonal
 (no mask) and those of the diagonal (masked), and a partial last key block (S not a multiple of
@@ -23,16 +23,19 @@ import torch
 import triton
 import triton.language as tl
 
-from infralens.attention.flashattention_mental_model import attention_flops, naive_attention
+from infralens.attention.flops import attention_flops
+from infralens.attention.reference import naive_attention
+from infralens.tools.bench import bench_ms
+from infralens.tools.triton_compile import compile_offline, launched_resources
 
 __all__ = ["flash_attention_kernel", "flash_attention", "kernel_config", "GPU_CONFIGS",
            "INTERPRETER_CONFIG", "tune_attention", "measure_attention", "device_resources",
-           "compile_summary", "attention_flops"]
+           "compile_summary"]
 
 LOG2_E = 1.0 / math.log(2.0)  # exp(x) = 2 ** (x * log2(e))
 
 
-# [lab07:inner]
+# [attention:inner]
 @triton.jit
 def _attend_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, lo, hi,
                    offs_m, offs_n, S, qk_scale,
@@ -63,10 +66,10 @@ def _attend_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, lo, h
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # (BLOCK_M, D)
         m_i = m_new
     return acc, l_i, m_i
-# [/lab07:inner]
+# [/attention:inner]
 
 
-# [lab07:kernel]
+# [attention:kernel]
 @triton.jit
 def flash_attention_kernel(Q, K, V, O,
                            stride_qb, stride_qh, stride_qs, stride_qd,
@@ -123,10 +126,10 @@ def flash_attention_kernel(Q, K, V, O,
         tl.store(o_ptrs, out.to(O.dtype.element_ty))
     else:
         tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=offs_m[:, None] < S)
-# [/lab07:kernel]
+# [/attention:kernel]
 
 
-# [lab07:config]
+# [attention:config]
 #: (BLOCK_M, BLOCK_N, num_warps, num_stages) per (head dim, causal) on an H100, chosen by
 #: :func:`tune_attention` (Lab 07, "Choosing the configuration").
 GPU_CONFIGS: dict[tuple[int, bool], tuple[int, int, int, int]] = {
@@ -136,7 +139,7 @@ GPU_CONFIGS: dict[tuple[int, bool], tuple[int, int, int, int]] = {
     (128, True): (128, 128, 8, 3),
 }
 INTERPRETER_CONFIG = (16, 16, 1, 1)  # small blocks: the interpreter runs every lane in NumPy
-# [/lab07:config]
+# [/attention:config]
 
 
 def kernel_config(head_dim: int, causal: bool, device: torch.device) -> tuple[int, int, int, int]:
@@ -146,7 +149,7 @@ def kernel_config(head_dim: int, causal: bool, device: torch.device) -> tuple[in
     return GPU_CONFIGS.get((head_dim, causal), (64, 64, 4, 2))
 
 
-# [lab07:launch]
+# [attention:launch]
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
                     scale: float | None = None, config: tuple[int, int, int, int] | None = None
                     ) -> torch.Tensor:
@@ -184,13 +187,7 @@ def _flash_attention(q, k, v, *, causal, scale, config):
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # fp32: no TF32 rounding
         num_warps=num_warps, num_stages=num_stages)
     return out, compiled
-# [/lab07:launch]
-
-
-def _bench(fn, warmup_ms: int, rep_ms: int) -> float:
-    from triton.testing import do_bench
-
-    return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+# [/attention:launch]
 
 
 def tune_attention(head_dim: int, causal: bool, *, seq_len: int = 8192, tokens: int = 16384,
@@ -203,20 +200,20 @@ def tune_attention(head_dim: int, causal: bool, *, seq_len: int = 8192, tokens: 
     B, H = tokens // seq_len, hidden // head_dim
     q, k, v = (torch.randn(B, H, seq_len, head_dim, device="cuda", dtype=torch.bfloat16)
                for _ in range(3))
-    flops = attention_flops(seq_len, head_dim, causal=causal, batch_heads=B * H)
+    flops = attention_flops(B, H, seq_len, seq_len, head_dim, causal)
     rows = []
     for cfg in candidates:
         try:
             flash_attention(q, k, v, causal=causal, config=cfg)
-            ms = _bench(lambda cfg=cfg: flash_attention(q, k, v, causal=causal, config=cfg),
-                        warmup_ms, rep_ms)
+            ms = bench_ms(lambda cfg=cfg: flash_attention(q, k, v, causal=causal, config=cfg),
+                        warmup_ms=warmup_ms, rep_ms=rep_ms)
             rows.append({"config": list(cfg), "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12})
         except Exception as err:  # out of shared memory or registers: record and go on
             rows.append({"config": list(cfg), "error": type(err).__name__})
     return sorted(rows, key=lambda r: r.get("ms", math.inf))
 
 
-# [lab07:measure]
+# [attention:measure]
 def measure_attention(seq_lens: list[int], *, head_dim: int = 128, tokens: int = 16384,
                       hidden: int = 2048, dtype: torch.dtype = torch.bfloat16,
                       naive_max_seq: int = 8192, warmup_ms: int = 25, rep_ms: int = 100) -> dict:
@@ -258,7 +255,7 @@ def measure_attention(seq_lens: list[int], *, head_dim: int = 128, tokens: int =
             B = max(1, tokens // S)
             q, k, v = (torch.randn(B, H, S, head_dim, device="cuda", dtype=dtype) for _ in range(3))
             ref = naive_attention(*(t[:1, :2].float() for t in (q, k, v)), causal=causal)
-            flops = attention_flops(S, head_dim, causal=causal, batch_heads=B * H)
+            flops = attention_flops(B, H, S, S, head_dim, causal)
             table["S"].append(S)
             table["B"].append(B)
             # The floor: the exact (float32) answer itself, rounded to the output type.
@@ -271,7 +268,8 @@ def measure_attention(seq_lens: list[int], *, head_dim: int = 128, tokens: int =
                         got = fn(q, k, v, causal)
                         err = (got[:1, :2].float() - ref).abs().max().item()
                         del got
-                        ms = _bench(lambda fn=fn, q=q, k=k, v=v, c=causal: fn(q, k, v, c), warmup_ms, rep_ms)
+                        ms = bench_ms(lambda fn=fn, q=q, k=k, v=v, c=causal: fn(q, k, v, c),
+                                      warmup_ms=warmup_ms, rep_ms=rep_ms)
                     except RuntimeError as e:  # a backend that cannot run this shape
                         print(f"{name} S={S} causal={causal}: {str(e).splitlines()[0]}")
                         ms, err = None, None
@@ -282,7 +280,7 @@ def measure_attention(seq_lens: list[int], *, head_dim: int = 128, tokens: int =
             torch.cuda.empty_cache()
         out["runs"]["causal" if causal else "non_causal"] = table
     return out
-# [/lab07:measure]
+# [/attention:measure]
 
 
 def device_resources(head_dim: int, causal: bool, configs: list[tuple[int, int, int, int]], *,
@@ -306,25 +304,22 @@ def device_resources(head_dim: int, causal: bool, configs: list[tuple[int, int, 
         try:
             _, compiled = _flash_attention(q, k, v, causal=causal, scale=None, config=cfg)
             torch.cuda.synchronize()
-            row.update(registers=compiled.n_regs, spills=compiled.n_spills,  # per thread
-                       shared_bytes=compiled.metadata.shared)  # per program
+            row.update(launched_resources(compiled))
         except Exception as err:  # out of shared memory or threads: record it and go on
             row["error"] = f"{type(err).__name__}: {' '.join(str(err).split())}"
         rows.append(row)
     return rows
 
 
-# [lab07:compile]
+# [attention:compile]
 def compile_summary(head_dim: int, causal: bool, config: tuple[int, int, int, int], *,
                     arch: int = 90, unit_stride: bool = True) -> dict:
     """Compile :func:`flash_attention_kernel` for an NVIDIA GPU (``arch`` 90: an H100) without
-    one, by :func:`infralens.kernels.triton_softmax.compile_offline`, and count what matters.
+    one, by :func:`infralens.tools.triton_compile.compile_offline`, and count what matters.
 
     ``unit_stride`` mimics what the launcher sees for contiguous tensors: the innermost strides
     equal 1, which Triton's JIT turns into compile-time constants.
     """
-    from infralens.kernels.triton_softmax import compile_offline
-
     block_m, block_n, num_warps, num_stages = config
     constexprs = {"HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n, "CAUSAL": causal,
                   "EVEN_S": True, "DOT_PRECISION": "tf32"}
@@ -348,17 +343,17 @@ def compile_summary(head_dim: int, causal: bool, config: tuple[int, int, int, in
             "cp_async": ptx.count("cp.async.cg"),  # asynchronous global -> shared copies
             "scalar_b16_loads": ptx.count("ld.global.b16"),  # one bf16 element per instruction
             "triton": triton.__version__}
-# [/lab07:compile]
+# [/attention:compile]
 
 
 def _main(argv: list[str] | None = None) -> int:
     import json
     import sys
 
-    from infralens.cli import OneLineParser, UsageError
+    from infralens.tools.cli import OneLineParser, UsageError
 
     parser = OneLineParser(
-        prog="python -m infralens.kernels.triton_flash_attention",
+        prog="python -m infralens.attention.triton_flash",
         description="Compile the FlashAttention kernel for sm_90 offline and summarize its PTX.")
     parser.add_argument("--head-dim", type=int, default=128, choices=(64, 128))
     parser.add_argument("--causal", action="store_true")

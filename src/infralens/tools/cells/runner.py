@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from . import provenance, records
-from .cells import CodeCell, gpu_cells
+from .parse import CodeCell, gpu_cells
 
 
 class _Tee(io.TextIOBase):

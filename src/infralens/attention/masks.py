@@ -15,17 +15,21 @@ from typing import Literal
 import torch
 
 
-# [ch07:masks]
+# [attention:masks]
+def visible(query_pos: torch.Tensor, key_pos: torch.Tensor, window: int | None = None) -> torch.Tensor:
+    """(len(query_pos), len(key_pos)): True where a query may see a key, by absolute position."""
+    i, j = query_pos[:, None], key_pos[None, :]
+    seen = j <= i  # never a key from the future
+    if window is not None:
+        seen &= j > i - window  # only the last `window` keys, the query's own included
+    return seen
+
+
 def causal_mask(s_q: int, s_k: int, align: Literal["bottom-right", "top-left"] = "bottom-right",
                 window: int | None = None) -> torch.Tensor:
     """Causal (optionally sliding-window) visibility of s_k keys from s_q queries."""
     offset = s_k - s_q if align == "bottom-right" else 0  # absolute position of query row 0
-    i = torch.arange(s_q)[:, None] + offset  # (s_q, 1) query positions
-    j = torch.arange(s_k)[None, :]  # (1, s_k) key positions
-    visible = j <= i  # never a key from the future
-    if window is not None:
-        visible &= j > i - window  # only the last `window` keys, the query's own included
-    return visible
+    return visible(torch.arange(s_q) + offset, torch.arange(s_k), window)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -41,7 +45,7 @@ def alibi_bias(n_heads: int, s_q: int, s_k: int) -> torch.Tensor:
     j = torch.arange(s_k)[None, :]
     distance = (i - j).clamp(min=0).to(torch.float64)  # future keys are masked anyway
     return -alibi_slopes(n_heads)[:, None, None] * distance
-# [/ch07:masks]
+# [/attention:masks]
 
 
 def receptive_field(window: int, n_layers: int) -> int:

@@ -1,8 +1,8 @@
 """The measurements behind the chapter's GPU cells, written so the CPU tests can run them small.
 
 Everything takes a ``timer``: a function that runs a no-argument callable and returns
-milliseconds. On the GPU the default is ``triton.testing.do_bench`` (CUDA events, L2 flushed
-between runs, median); the tests pass a fake one. Results are plain dicts and lists (JSON-able,
+milliseconds. On the GPU it is :func:`infralens.tools.bench.cuda_timer` (the book's one timing
+harness); the tests pass a fake one. Results are plain dicts and lists (JSON-able,
 ``None`` where a number does not exist), one entry per variant, so a failing backend is
 recorded with its error instead of stopping the sweep.
 """
@@ -15,10 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from infralens.transformer.attention import grouped_query_attention
-from infralens.transformer.flops import sdpa_flops
-
-Timer = Callable[[Callable[[], object]], float]
+from infralens.attention.flops import attention_flops
+from infralens.attention.gqa import grouped_query_attention
+from infralens.tools.bench import Timer
 
 #: SDPA backends by the names the chapter uses. "math" is PyTorch's reference composite: it
 #: materializes the (B, a, S, S) scores in HBM, which makes it the naive baseline.
@@ -28,13 +27,6 @@ BACKENDS: dict[str, SDPBackend] = {
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
     "math": SDPBackend.MATH,
 }
-
-
-def cuda_timer(warmup_ms: int = 25, rep_ms: int = 100) -> Timer:
-    """Median milliseconds through ``triton.testing.do_bench`` (needs a CUDA device)."""
-    from triton.testing import do_bench
-
-    return lambda fn: float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
 def _one_line(err: BaseException) -> str:
@@ -81,7 +73,7 @@ def _prepare(q, k, v, causal: bool, backend: str | None, naive: Callable | None 
         return fn, fn(), "expanded"
 
 
-# [ch07:prefill-sweep]
+# [attention:prefill-sweep]
 def prefill_sweep(n_heads: int, n_kv_heads: int, head_dim: int, seq_lens: Iterable[int],
                   tokens: int, backends: Iterable[str], timer: Timer, *,
                   dtype: torch.dtype = torch.bfloat16, device: str = "cuda",
@@ -90,7 +82,7 @@ def prefill_sweep(n_heads: int, n_kv_heads: int, head_dim: int, seq_lens: Iterab
     """Forward time and TFLOP/s of SDPA for one layer's heads, causal and not, per backend.
 
     Each sequence length runs ``tokens // S`` sequences, so every point does the same number
-    of query tokens. FLOPs are :func:`~infralens.transformer.flops.sdpa_flops` (causal = half).
+    of query tokens. FLOPs are :func:`~infralens.transformer.flops.attention_flops` (causal = half).
     Backends are the keys of :data:`BACKENDS` and "naive" (``naive(q, k, v, causal=...)``,
     for example Lab 07's ``naive_attention``). "math" and "naive" are skipped above
     ``math_max_seq``: their scores need B*a*S^2 elements in HBM.
@@ -111,7 +103,7 @@ def prefill_sweep(n_heads: int, n_kv_heads: int, head_dim: int, seq_lens: Iterab
         for backend in backends:
             for causal in (False, True):
                 run = {"seq_len": S, "batch": B, "backend": backend, "causal": causal,
-                       "flops": sdpa_flops(B, n_heads, S, S, head_dim, causal)}
+                       "flops": attention_flops(B, n_heads, S, S, head_dim, causal)}
                 if backend in ("math", "naive") and S > math_max_seq:
                     run["skipped"] = f"materializes the scores: skipped above S = {math_max_seq}"
                     runs.append(run)
@@ -132,7 +124,7 @@ def prefill_sweep(n_heads: int, n_kv_heads: int, head_dim: int, seq_lens: Iterab
         del q, k, v
     return {"n_heads": n_heads, "n_kv_heads": n_kv_heads, "head_dim": head_dim, "tokens": tokens,
             "dtype": str(dtype).removeprefix("torch."), "runs": runs}
-# [/ch07:prefill-sweep]
+# [/attention:prefill-sweep]
 
 
 def layer_matmul_times(d_model: int, q_dim: int, kv_dim: int, d_ff: int, tokens: int,
@@ -156,7 +148,7 @@ def layer_matmul_times(d_model: int, q_dim: int, kv_dim: int, d_ff: int, tokens:
             "flops": sum(m["flops"] for m in out.values())}
 
 
-# [ch07:decode-sweep]
+# [attention:decode-sweep]
 def decode_sweep(n_heads: int, n_kv_heads: int, head_dim: int, contexts: Iterable[int],
                  batches: Iterable[int], timer: Timer, *, dtype: torch.dtype = torch.bfloat16,
                  device: str = "cuda", expanded_max_bytes: int = 8 * 2**30, seed: int = 0) -> dict:
@@ -180,7 +172,7 @@ def decode_sweep(n_heads: int, n_kv_heads: int, head_dim: int, contexts: Iterabl
                 heads = n_kv_heads if variant == "gqa" else n_heads
                 kv_bytes = 2 * B * heads * C * head_dim * elem
                 run = {"batch": B, "context": C, "variant": variant, "kv_bytes": kv_bytes,
-                       "flops": sdpa_flops(B, n_heads, 1, C, head_dim, causal=False)}
+                       "flops": attention_flops(B, n_heads, 1, C, head_dim, causal=False)}
                 if variant == "expanded" and (g == 1 or kv_bytes > expanded_max_bytes):
                     run["skipped"] = "same as gqa" if g == 1 else "expanded cache too large"
                     runs.append(run)
@@ -205,4 +197,4 @@ def decode_sweep(n_heads: int, n_kv_heads: int, head_dim: int, contexts: Iterabl
             del q, k, v
     return {"n_heads": n_heads, "n_kv_heads": n_kv_heads, "head_dim": head_dim,
             "dtype": str(dtype).removeprefix("torch."), "runs": runs}
-# [/ch07:decode-sweep]
+# [/attention:decode-sweep]

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from infralens.transformer.masks import causal_mask
+from infralens.attention.masks import causal_mask
 
 
-# [ch07:gqa]
+# [attention:gqa]
 def grouped_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                             causal: bool = True, window: int | None = None) -> torch.Tensor:
     """softmax(q k^T / sqrt(d) + mask) v with a_kv <= a heads; q (B, a, S_q, d), k, v (B, a_kv, S_k, d).
@@ -41,10 +41,10 @@ def grouped_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     p = torch.softmax(scores, dim=-1)  # each row sums to 1 over the visible keys
     out = p @ v[:, :, None]  # (B, a_kv, g, S_q, d): the same V serves the whole group
     return out.reshape(B, a, S_q, d)
-# [/ch07:gqa]
+# [/attention:gqa]
 
 
-# [ch07:kv-cache]
+# [attention:kv-cache]
 @dataclass
 class KVCache:
     """K and V of every token seen so far, for one layer: (B, a_kv, max_len, d) each."""
@@ -69,7 +69,7 @@ class KVCache:
         self.v[:, :, self.length:self.length + t] = v_new
         self.length += t
         return self.k[:, :, :self.length], self.v[:, :, :self.length]
-# [/ch07:kv-cache]
+# [/attention:kv-cache]
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def score_statistics(head_dim: int, n_keys: int = 256, n_rows: int = 256, scaled
                       float((top > threshold).double().mean()), float(entropy.mean()), threshold)
 
 
-# [ch07:split-kv]
+# [attention:split-kv]
 def split_kv_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                        n_splits: int) -> torch.Tensor:
     """Flash-Decoding's idea: attend to chunks of the keys independently, then merge.
@@ -126,4 +126,4 @@ def combine_partials(outs: list[torch.Tensor], lses: list[torch.Tensor]) -> torc
     """Merge per-chunk outputs: each is weighted by its share of the total normalizer."""
     lse = torch.logsumexp(torch.stack(lses), dim=0)  # (..., S_q): the whole row's log-sum-exp
     return sum(torch.exp(l_c - lse)[..., None] * o_c for o_c, l_c in zip(outs, lses, strict=True))
-# [/ch07:split-kv]
+# [/attention:split-kv]

@@ -1,0 +1,75 @@
+"""python -m infralens.kernels {report,ncu-driver}: build and report the book's CUDA kernels.
+
+``report NAME`` compiles ``NAME.cu`` (or reuses the cache) and prints ptxas's report;
+``ncu-driver NAME`` launches every kernel of it once, for Nsight Compute to watch
+(:func:`infralens.kernels.library.run_ncu` runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from infralens.kernels.library import SOURCES, CudaError, build, torch_module
+from infralens.tools.cli import OneLineParser, UsageError, positive_int
+from infralens.tools.nvcc import ARCHS, BuildError
+
+
+def _ncu_driver(args: argparse.Namespace) -> None:
+    """Launch every kernel of one library once, on fresh random data, for a profiler to watch."""
+    from infralens.kernels.reduce import REDUCE_RUNGS, ReduceKernels
+    from infralens.kernels.transpose import TRANSPOSE_KERNELS, TransposeKernels
+
+    torch = torch_module()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    if args.source == "reduce":
+        kernels = ReduceKernels()
+        x = torch.randn(args.n, generator=gen, device="cuda")
+        for rung in REDUCE_RUNGS:
+            kernels.sum(x, rung)
+        kernels.bind_copy(x, torch.empty_like(x))()
+    else:
+        kernels = TransposeKernels()
+        x = torch.randn(args.rows, args.cols, generator=gen, device="cuda")
+        for kernel in TRANSPOSE_KERNELS:
+            kernels.transpose(x, kernel)
+    torch.cuda.synchronize()
+
+
+def _report(args: argparse.Namespace) -> None:
+    result = build(args.source)
+    where = "cache" if result.cached else f"nvcc, {result.seconds:.1f} s"
+    print(f"{result.source.name}: {result.nvcc_version} ({where})")
+    print(f"{'kernel':<32}{'regs':>6}{'smem B':>8}{'barriers':>9}{'stack B':>8}{'spills B':>9}")
+    for r in result.resources_for(args.arch):
+        print(f"{r.kernel:<32}{r.registers:>6}{r.shared_bytes:>8}{r.barriers:>9}{r.stack_bytes:>8}"
+              f"{r.spill_store_bytes + r.spill_load_bytes:>9}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = OneLineParser(prog="python -m infralens.kernels",
+                            description="Build and report the book's CUDA kernels.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="compile (or reuse the cache) and print ptxas's report")
+    rep.add_argument("source", choices=sorted(SOURCES))
+    rep.add_argument("--arch", default="sm_90", choices=ARCHS)
+    drv = sub.add_parser("ncu-driver", help="launch every kernel once (run under ncu)")
+    drv.add_argument("source", choices=sorted(SOURCES))
+    drv.add_argument("--n", type=positive_int, default=(1 << 24) + 3, help="elements (reduce)")
+    drv.add_argument("--rows", type=positive_int, default=4096 + 7, help="rows (transpose)")
+    drv.add_argument("--cols", type=positive_int, default=4096 + 5, help="columns (transpose)")
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "report":
+            _report(args)
+        else:
+            _ncu_driver(args)
+    except (UsageError, BuildError, CudaError, ValueError) as err:
+        print(f"{parser.prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""The reduction ladder of ``reduce.cu``, callable from Python: one rung per kernel.
+
+``ReduceKernels().sum(x, rung)`` launches one rung on a float32 CUDA tensor; ``bind`` returns a
+no-argument launcher for timing loops. Inputs are validated in Python first
+(:func:`check_reduce_input`), so a bad tensor fails with one line before any launch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+
+from infralens.kernels.library import (
+    INT,
+    LONGLONG,
+    VOID_P,
+    Launch,
+    Library,
+    build,
+    check_output,
+    current_stream,
+    torch_module,
+)
+from infralens.tools import ncu, nvcc
+
+REDUCE_RUNGS = (
+    "reduce0_atomic",
+    "reduce1_interleaved_divergent",
+    "reduce2_interleaved_strided",
+    "reduce3_sequential",
+    "reduce4_first_add",
+    "reduce5_warp_shuffle",
+    "reduce6_grid_stride",
+)
+TREE_RUNGS = REDUCE_RUNGS[1:6]  # the rungs with a shared-memory tree and one atomic per block
+
+
+def check_reduce_input(x, *, vector: bool = False) -> None:
+    """Raise TypeError/ValueError unless ``x`` is a non-empty, contiguous float32 CUDA tensor.
+
+    ``vector`` (rung 6 and the copy) also needs a 16-byte-aligned start for float4 loads. The
+    device comes last, so every other rule can be checked on CPU tensors.
+    """
+    torch = torch_module()
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, not {type(x).__name__}")
+    if x.dtype != torch.float32:
+        raise TypeError(f"x must be float32, not {str(x.dtype).removeprefix('torch.')}")
+    if x.numel() == 0:
+        raise ValueError("x is empty: there is nothing to reduce")
+    if not x.is_contiguous():
+        raise ValueError("x must be contiguous (call .contiguous() first)")
+    if vector and x.data_ptr() % 16:
+        raise ValueError("x must start on a 16-byte boundary for float4 loads "
+                         "(a fresh tensor does; a slice may not: pass x.clone())")
+    if not x.is_cuda:
+        raise ValueError(f"x must be on a CUDA device, not {x.device}")
+
+
+class ReduceKernels(Library):
+    """The reduction ladder of ``reduce.cu``: ``kernels.sum(x, rung)`` for every rung in ``RUNGS``."""
+
+    RUNGS = REDUCE_RUNGS
+
+    def __init__(self, build_: nvcc.Build | None = None):
+        super().__init__(build_ or build("reduce"))
+        tree = [VOID_P, VOID_P, LONGLONG, VOID_P]
+        self._launch = {r: self._fn(f"launch_{r}", tree) for r in REDUCE_RUNGS[:-1]}
+        self._launch["reduce6_grid_stride"] = self._fn(
+            "launch_reduce6_grid_stride", [VOID_P, VOID_P, VOID_P, INT, LONGLONG, VOID_P])
+        self._copy = self._fn("launch_copy_vec4", [VOID_P, VOID_P, LONGLONG, VOID_P])
+        self._grid = self._fn("reduce6_grid_size", [ctypes.POINTER(INT)])
+        self._block_sums = self._fn("launch_reduce_block_sums",
+                                    [INT, VOID_P, VOID_P, LONGLONG, LONGLONG, VOID_P])
+        self._tree_blocks = self.lib.reduce_tree_blocks
+        self._tree_blocks.argtypes, self._tree_blocks.restype = [INT, LONGLONG], LONGLONG
+
+    def grid_size(self) -> int:
+        """Blocks in rung 6's fixed grid on the current device (SMs x resident blocks per SM)."""
+        blocks = INT(0)
+        self.check("reduce6_grid_size", self._grid(ctypes.byref(blocks)))
+        return blocks.value
+
+    def bind(self, rung: str, x, out=None, partials=None) -> Callable[[], None]:
+        """A no-argument launcher of one rung on fixed tensors: validated once, for timing loops."""
+        if rung not in self._launch:
+            raise ValueError(f"unknown rung {rung!r}: expected one of {', '.join(REDUCE_RUNGS)}")
+        torch = torch_module()
+        check_reduce_input(x, vector=rung == "reduce6_grid_stride")
+        out = torch.empty(1, dtype=torch.float32, device=x.device) if out is None else out
+        check_output(out, x, 1, "out")
+        fn, stream, n = self._launch[rung], current_stream(x.device), x.numel()
+        if rung == "reduce6_grid_stride":
+            blocks = self.grid_size()
+            if partials is None:
+                partials = torch.empty(blocks, dtype=torch.float32, device=x.device)
+            check_output(partials, x, blocks, "partials")
+            args = (x.data_ptr(), out.data_ptr(), partials.data_ptr(), partials.numel(), n, stream)
+        else:
+            args = (x.data_ptr(), out.data_ptr(), n, stream)
+        return Launch((x, out, partials), self, f"launch_{rung}", fn, args)
+
+    def sum(self, x, rung: str = "reduce6_grid_stride", *, out=None, partials=None):
+        """Launch one rung on ``x`` and return ``out`` (a float32 tensor whose element 0 is the sum)."""
+        torch = torch_module()
+        out = torch.empty(1, dtype=torch.float32, device=x.device) if out is None else out
+        self.bind(rung, x, out, partials)()
+        return out
+
+    def tree_blocks(self, rung: str, n: int) -> int:
+        """Blocks (= partial sums) a tree rung (1 to 5) launches for ``n`` elements."""
+        if rung not in TREE_RUNGS:
+            raise ValueError(f"{rung!r} is not a tree rung: expected one of {', '.join(TREE_RUNGS)}")
+        return int(self._tree_blocks(REDUCE_RUNGS.index(rung), n))
+
+    def bind_block_sums(self, rung: str, x, partials) -> Callable[[], None]:
+        """The diagnostic mode of a tree rung: block b stores its sum in ``partials[b]`` (no atomic,
+        no second pass), so a timing measures the load and the tree alone."""
+        self.tree_blocks(rung, 1)  # refuses a rung without a tree before anything else
+        check_reduce_input(x)
+        blocks = self.tree_blocks(rung, x.numel())
+        check_output(partials, x, blocks, "partials")
+        return Launch((x, partials), self, "launch_reduce_block_sums", self._block_sums,
+                       (REDUCE_RUNGS.index(rung), x.data_ptr(), partials.data_ptr(),
+                        partials.numel(), x.numel(), current_stream(x.device)))
+
+    def bind_copy(self, x, y) -> Callable[[], None]:
+        """A no-argument launcher of the float4 copy ``y[:] = x`` (the ceiling for the ladder)."""
+        check_reduce_input(x, vector=True)
+        check_reduce_input(y, vector=True)
+        if y.numel() != x.numel() or y.device != x.device:
+            raise ValueError("y must have as many elements as x, on the same device")
+        return Launch((x, y), self, "launch_copy_vec4", self._copy,
+                       (x.data_ptr(), y.data_ptr(), x.numel(), current_stream(x.device)))
+
+
+
+NCU_REDUCE_METRICS = ncu.SHARED_METRICS + (
+    "smsp__thread_inst_executed.sum",          # threads that executed each warp instruction ...
+    "smsp__thread_inst_executed_pred_on.sum",  # ... and those whose predicate was true
+    "smsp__inst_executed.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "dram__bytes_read.sum",
+    "gpu__time_duration.sum",
+)
+#: The transposes add global-memory requests and sectors (the naive kernel's scattered stores).

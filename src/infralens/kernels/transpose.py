@@ -1,0 +1,98 @@
+"""The transposes of ``transpose.cu``, callable from Python: one kernel per tile layout.
+
+``TransposeKernels().transpose(x, name)`` launches one kernel on a 2-D float32 CUDA tensor;
+``copy_tile`` copies instead of transposing (the ceiling). Inputs are validated in Python first
+(:func:`check_transpose_input`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from infralens.kernels.library import (
+    INT,
+    VOID_P,
+    Launch,
+    Library,
+    build,
+    check_output,
+    current_stream,
+    torch_module,
+)
+from infralens.tools import ncu, nvcc
+
+TRANSPOSE_KERNELS = (
+    "copy_tile",
+    "transpose_naive",
+    "transpose_tile32",
+    "transpose_tile33",
+    "transpose_tile33_rows",
+    "transpose_swizzle",
+)
+
+
+
+def check_transpose_input(x) -> None:
+    """Raise TypeError/ValueError unless ``x`` is a non-empty, contiguous 2-D float32 CUDA tensor."""
+    torch = torch_module()
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, not {type(x).__name__}")
+    if x.dtype != torch.float32:
+        raise TypeError(f"x must be float32, not {str(x.dtype).removeprefix('torch.')}")
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D (rows, cols), not {x.dim()}-D")
+    if x.numel() == 0:
+        raise ValueError("x is empty: there is nothing to transpose")
+    if max(x.shape) >= 2**31:
+        raise ValueError(f"x has {max(x.shape):,} rows or columns; the kernels index with int")
+    if not x.is_contiguous():
+        raise ValueError("x must be contiguous (call .contiguous() first)")
+    if not x.is_cuda:
+        raise ValueError(f"x must be on a CUDA device, not {x.device}")
+
+
+class TransposeKernels(Library):
+    """The transposes of ``transpose.cu``: ``kernels.transpose(x, name)`` for name in ``KERNELS``.
+
+    ``copy_tile`` is in the list too: it copies instead of transposing (the ceiling).
+    """
+
+    KERNELS = TRANSPOSE_KERNELS
+
+    def __init__(self, build_: nvcc.Build | None = None):
+        super().__init__(build_ or build("transpose"))
+        self._launch = {k: self._fn(f"launch_{k}", [VOID_P, VOID_P, INT, INT, VOID_P])
+                        for k in TRANSPOSE_KERNELS}
+
+    def bind(self, kernel: str, x, out) -> Callable[[], None]:
+        if kernel not in self._launch:
+            raise ValueError(f"unknown kernel {kernel!r}: expected one of {', '.join(TRANSPOSE_KERNELS)}")
+        check_transpose_input(x)
+        check_output(out, x, x.numel(), "out")
+        rows, cols = x.shape
+        return Launch((x, out), self, f"launch_{kernel}", self._launch[kernel],
+                       (x.data_ptr(), out.data_ptr(), rows, cols, current_stream(x.device)))
+
+    def transpose(self, x, kernel: str = "transpose_tile33_rows", *, out=None):
+        """``x.t()`` as a new (cols, rows) tensor (for ``copy_tile``: a (rows, cols) copy)."""
+        torch = torch_module()
+        if out is None:
+            shape = tuple(x.shape) if kernel == "copy_tile" else tuple(x.shape)[::-1]
+            out = torch.empty(shape, dtype=torch.float32, device=x.device)
+        self.bind(kernel, x, out)()
+        return out
+
+
+
+
+
+NCU_TRANSPOSE_METRICS = ncu.SHARED_METRICS + (
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "gpu__time_duration.sum",
+)

@@ -1,0 +1,85 @@
+"""The book's one timing harness. Every GPU timing on every page goes through :func:`bench`.
+
+The policy, stated once:
+
+* CUDA: ``triton.testing.do_bench``. CUDA events bracket each call; before each call the L2
+  cache is flushed (do_bench zeroes a buffer larger than any L2), so every call reads its
+  operands from HBM; warm-up calls run first.
+* The first call runs outside the clock (module load, lazy initialization, autotuning), and a
+  slow function gets enough time for at least ``min_reps`` timed calls.
+* The result is the median of the timed calls, with the 20th and 80th percentiles as spread.
+* CPU (for the tests, which cannot time a GPU): the wall clock of repeated calls, same median.
+
+Callers that take a timer as an argument (sweeps the tests run with a fake clock) get one from
+:func:`cuda_timer`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+__all__ = ["Timer", "bench", "bench_ms", "cuda_timer", "median"]
+
+#: A function that times a no-argument callable and returns milliseconds.
+Timer = Callable[[Callable[[], object]], float]
+
+
+def median(times: list[float]) -> float:
+    return float(statistics.median(times))
+
+
+def _quantile(times: list[float], q: float) -> float:
+    ordered = sorted(times)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _cuda_times(fn: Callable[[], object], min_reps: int, rep_ms: float, warmup_ms: float) -> list[float]:
+    import torch
+    from triton.testing import do_bench
+
+    fn()  # first call outside the clock
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    once = start.elapsed_time(end)
+    return list(do_bench(fn, warmup=max(warmup_ms, 2 * once), rep=max(rep_ms, min_reps * once),
+                         return_mode="all"))
+
+
+def _cpu_times(fn: Callable[[], object], min_reps: int, rep_ms: float) -> list[float]:
+    fn()  # first call outside the clock
+    times: list[float] = []
+    deadline = time.perf_counter() + rep_ms / 1e3
+    while len(times) < min_reps or time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def bench(fn: Callable[[], object], *, device: str = "cuda", min_reps: int = 10,
+          rep_ms: float = 100.0, warmup_ms: float = 25.0) -> dict:
+    """Time ``fn`` by the policy above: ``{"ms", "ms_q20", "ms_q80", "reps"}`` (milliseconds)."""
+    if min_reps < 1 or rep_ms <= 0 or warmup_ms < 0:
+        raise ValueError("min_reps must be >= 1, rep_ms > 0 and warmup_ms >= 0")
+    if str(device).startswith("cuda"):
+        times = _cuda_times(fn, min_reps, rep_ms, warmup_ms)
+    else:
+        times = _cpu_times(fn, min_reps, rep_ms)
+    return {"ms": median(times), "ms_q20": _quantile(times, 0.2), "ms_q80": _quantile(times, 0.8),
+            "reps": len(times)}
+
+
+def bench_ms(fn: Callable[[], object], **kwargs) -> float:
+    """The median milliseconds of :func:`bench`."""
+    return bench(fn, **kwargs)["ms"]
+
+
+def cuda_timer(warmup_ms: float = 25.0, rep_ms: float = 100.0) -> Timer:
+    """A :data:`Timer` that runs :func:`bench_ms` on the current CUDA device."""
+    return lambda fn: bench_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms)

@@ -1,0 +1,106 @@
+"""Nsight Compute from Python: run a program under ``ncu`` and read its counters back.
+
+:func:`profile` runs any command under ``ncu --csv`` with a list of metrics, drops the metrics
+this GPU does not offer (and lists them), and returns one dict per kernel. Clock control is off:
+the counters the book reads (bytes, wavefronts, instructions) do not depend on clocks.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+SHARED_METRICS = (
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "smsp__sass_inst_executed_op_shared_ld.sum",
+    "smsp__sass_inst_executed_op_shared_st.sum",
+)
+#: The reduction ladder adds divergence (threads per warp instruction, all and predicated-on),
+#: instruction count, occupancy and DRAM traffic.
+
+def find_ncu() -> str | None:
+    found = shutil.which("ncu")
+    if found:
+        return found
+    candidates = sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu")) + ["/usr/local/cuda/bin/ncu"]
+    return next((c for c in reversed(candidates) if Path(c).is_file()), None)
+
+
+def ncu_available_metrics(ncu: str) -> set[str]:
+    """Base names of the metrics this GPU and ncu offer (``ncu --query-metrics``)."""
+    out = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120)
+    return {m.group(1) for line in out.stdout.splitlines()
+            if (m := re.match(r"^([a-z0-9]+__[A-Za-z0-9_]+)\s", line))}
+
+
+def _number(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_ncu_csv(text: str) -> dict[str, dict[str, float | None]]:
+    """``ncu --csv`` (details page: one row per kernel and metric) -> {kernel: {metric: value}}.
+
+    Kernel names are cut at the argument list; lines ncu prints around the table are ignored.
+    A kernel launched several times keeps its first launch's values.
+    """
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    if not lines:
+        return {}
+    out: dict[str, dict[str, float | None]] = {}
+    seen: dict[str, str] = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        kernel = row.get("Kernel Name", "").split("(")[0].strip()
+        launch = row.get("ID", "")
+        if not kernel or not row.get("Metric Name"):
+            continue
+        if seen.setdefault(kernel, launch) != launch:
+            continue  # a later launch of a kernel already read
+        out.setdefault(kernel, {})[row["Metric Name"]] = _number(row.get("Metric Value", ""))
+    return out
+
+
+def profile(command: Sequence[str], metrics: Iterable[str], *, kernel_regex: str | None = None,
+            ncu: str | None = None, env: Mapping[str, str] | None = None,
+            timeout: float = 300.0) -> dict:
+    """Run ``command`` under Nsight Compute and return the counters of every kernel it launches.
+
+    Metrics this GPU does not offer are dropped and listed under ``missing``. A kernel launched
+    several times keeps its first launch's values.
+    """
+    ncu = ncu or find_ncu()
+    if ncu is None:
+        raise FileNotFoundError("ncu (Nsight Compute) was not found")
+    metrics = list(metrics)
+    available = ncu_available_metrics(ncu)
+    present = [m for m in metrics if m.split(".")[0] in available] if available else metrics
+    version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "ncu.csv"
+        cmd = [ncu, "--csv", "--clock-control", "none", "--log-file", str(log),
+               "--metrics", ",".join(present)]
+        if kernel_regex:
+            cmd += ["--kernel-name", f"regex:{kernel_regex}"]
+        proc = subprocess.run([*cmd, *command], capture_output=True, text=True, timeout=timeout,
+                              env=None if env is None else dict(env))
+        text = log.read_text(encoding="utf-8") if log.is_file() else ""
+    if '"ID"' not in text:  # some ncu versions print the table to stdout despite --log-file
+        text += "\n" + proc.stdout
+    if proc.returncode != 0 or '"ID"' not in text:
+        tail = "\n".join((proc.stdout + proc.stderr + text).strip().splitlines()[-15:])
+        raise RuntimeError(f"ncu failed (exit {proc.returncode}):\n{tail}")
+    return {"ncu_version": version.splitlines()[-1] if version else "", "metrics": present,
+            "missing": [m for m in metrics if m not in present], "kernels": parse_ncu_csv(text)}
