@@ -3,6 +3,7 @@
     python -m infralens_book anchors check|update   the anchor registry (conf/anchors.json)
     python -m infralens_book annotations            pinned emphasis of every literalinclude
     python -m infralens_book latex-log DIR          glyphs missing from the PDF
+    python -m infralens_book lint-cells             ruff over the code cells of every page
     python -m infralens_book page PAGE.md [...]     run one page's CPU cells; report failures,
                                                     stderr and glue keys no cell provides
 """
@@ -45,6 +46,10 @@ def main(argv: list[str]) -> int:
             problems += anchors.compare(anchors.load_registry(REGISTRY), current)
     elif argv == ["annotations"]:
         problems = annotation_problems()
+    elif argv == ["lint-cells"]:
+        from .lint_cells import lint
+
+        problems = lint()
     elif argv[:1] == ["page"] and len(argv) >= 2:
         from .page_check import check_page
 

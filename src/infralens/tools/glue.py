@@ -5,6 +5,7 @@ myst-nb's glue (``{glue:text}`key```). These helpers are the only way a page doe
 every page formats and checks the same way:
 
 * :func:`glue_text` glues one value as text (``g`` is the short name pages import);
+* :func:`glue_figure` glues a matplotlib figure for ``{glue:figure}`` and closes it;
 * :func:`markdown_table` builds a Markdown table (pure text), :func:`md_table` shows one;
 * :func:`record` returns the latest GPU record of a cell, or stops the build with one line that
   says how to make it.
@@ -18,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["glue_text", "g", "markdown_table", "md_table", "record", "MissingRecord"]
+__all__ = ["glue_text", "g", "glue_figure", "markdown_table", "md_table", "record", "MissingRecord"]
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -38,6 +39,18 @@ def glue_text(key: str, value: object) -> None:
 
 #: The short name pages use: ``g("h100_sms", 132)``.
 g = glue_text
+
+
+def glue_figure(key: str, fig) -> None:
+    """Glue a matplotlib figure under ``key`` (for ``{glue:figure}``) and close it, so the cell
+    shows nothing and the figure appears only where the text places it."""
+    import matplotlib.pyplot as plt
+    from myst_nb import glue
+
+    if not _KEY.match(key):
+        raise ValueError(f"glue key {key!r}: use letters, digits and underscores")
+    glue(key, fig, display=False)
+    plt.close(fig)
 
 
 def markdown_table(header: Sequence[object], rows: Iterable[Sequence[object]]) -> str:
