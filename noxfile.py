@@ -4,7 +4,7 @@
     nox -s pdf      build the PDF with xelatex into _build/latex/infralens.pdf
     nox -s tests    pytest over src and over the book's own checks
     nox -s gpu      execute every GPU cell on a CUDA machine and record the results
-    nox -s lint     ruff
+    nox -s lint     ruff over the code and over every page's code cells
 
 The book sessions share one virtual environment (.nox/book, about 2.3 GB): making it once takes
 about a minute, and it is reinstalled only when pyproject.toml or constraints.txt change.
@@ -114,10 +114,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over src, tests, conf and this file."""
+    """ruff over src, tests, conf and this file, and over the code cells of every page."""
     python = _book_python(session)
     session.run(python, "-m", "ruff", "check", "src", "tests", "conf", "noxfile.py", external=True)
-
+    session.run(python, "-m", "infralens_book", "lint-cells", external=True,
+                env={"PYTHONPATH": str(ROOT / "conf" / "_ext")})
 
 
 @nox.session
@@ -125,13 +126,13 @@ def gpu(session: nox.Session) -> None:
     """Run every GPU cell with this machine's CUDA PyTorch and write the records into book/_records.
 
     Nothing is installed: the cells use the PyTorch and Triton of the active `python3` (or of
-    INFRALENS_GPU_PYTHON), with src/ on PYTHONPATH. This wraps `python -m infralens.gpu run`,
+    INFRALENS_GPU_PYTHON), with src/ on PYTHONPATH. This wraps `python -m infralens.tools.cells run`,
     which is all a CUDA machine without nox needs.
     """
     python = os.environ.get("INFRALENS_GPU_PYTHON") or shutil.which("python3") or sys.executable
     env = {"PYTHONPATH": str(ROOT / "src")}
-    check = subprocess.run([python, "-m", "infralens.gpu", "check-cuda"], capture_output=True,
+    check = subprocess.run([python, "-m", "infralens.tools.cells", "check-cuda"], capture_output=True,
                            text=True, env={**os.environ, **env})
     if check.returncode != 0:
-        session.error(check.stderr.strip().removeprefix("infralens.gpu: error: "))
-    session.run(python, "-m", "infralens.gpu", "run", *session.posargs, external=True, env=env)
+        session.error(check.stderr.strip().removeprefix("infralens.tools.cells: error: "))
+    session.run(python, "-m", "infralens.tools.cells", "run", *session.posargs, external=True, env=env)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from infralens_book import anchors
 
-from infralens.gpu import cells
+from infralens.tools.cells import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ def test_every_registered_anchor_has_a_stable_url(built):
 
 @pytest.mark.build
 def test_every_gpu_cell_shows_a_record_or_says_it_has_none(built):
-    for cell in cells.gpu_cells(ROOT / "book"):
+    for cell in parse.gpu_cells(ROOT / "book"):
         page = (built / f"{cell.page}.html").read_text(encoding="utf-8")
         assert f"GPU record <code class=\"docutils literal notranslate\"><span class=\"pre\">{cell.record}" \
             in page or f"{cell.record}</span></code>: not measured yet" in page, cell.record

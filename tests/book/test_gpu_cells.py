@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from infralens_book import notebooks
 
-from infralens.gpu import cells, records, runner
+from infralens.tools.cells import parse, records, runner
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
@@ -22,11 +22,11 @@ def test_the_runner_finds_the_cells_myst_nb_reads():
     """The GPU machine parses pages without myst-nb; both readings must agree cell for cell."""
     from myst_nb.core.read import read_myst_markdown_notebook
 
-    pages = cells.book_pages(BOOK)
+    pages = parse.book_pages(BOOK)
     assert pages, "the book has executed pages"
     for page in pages:
         text = page.read_text(encoding="utf-8")
-        ours = cells.parse_cells(text)
+        ours = parse.parse_cells(text)
         theirs = [c for c in read_myst_markdown_notebook(text).cells if c.cell_type == "code"]
         assert [c.source for c in ours] == [c.source for c in theirs], page
         assert [c.tags for c in ours] == [list(c.metadata.get("tags", [])) for c in theirs], page
@@ -34,14 +34,14 @@ def test_the_runner_finds_the_cells_myst_nb_reads():
 
 
 def test_every_gpu_cell_names_a_unique_valid_record():
-    found = cells.gpu_cells(BOOK)
+    found = parse.gpu_cells(BOOK)
     ids = [c.record for c in found]
     assert all(ids) and len(ids) == len(set(ids))
     assert all(records.RECORD_ID.match(i) for i in ids)
 
 
 def test_committed_records_are_complete():
-    for cell in cells.gpu_cells(BOOK):
+    for cell in parse.gpu_cells(BOOK):
         for rec in records.runs(cell.record, BOOK):
             for key in ("gpu", "sm_count", "driver", "cuda", "torch", "triton", "date", "commit"):
                 assert rec.provenance.get(key), (rec.path, key)
@@ -106,7 +106,7 @@ def test_no_cuda_one_line_exit_2(command):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    done = subprocess.run([sys.executable, "-m", "infralens.gpu", *command],
+    done = subprocess.run([sys.executable, "-m", "infralens.tools.cells", *command],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from docutils import nodes
 from sphinx.application import Sphinx
-
 from sphinx.util import logging
 
 from infralens.tools.cells.parse import directives

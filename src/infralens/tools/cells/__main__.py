@@ -37,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="every GPU cell and its latest record")
     run = sub.add_parser("run", help="execute GPU cells and write their records")
     run.add_argument("--page", help="only pages whose path contains this text")
-    run.add_argument("--record", help="only the cell with this record id")
+    run.add_argument("--record", action="append", default=[],
+                     help="only the cell with this record id (repeat for several)")
+    run.add_argument("--stale", action="store_true",
+                     help="only cells with no record or whose code changed since their record")
     run.add_argument("--archive", type=Path, help="also pack the new records into this .tar.gz")
     unpack = sub.add_parser("unpack", help="extract a records archive into the book")
     unpack.add_argument("archive", type=Path)
@@ -72,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         return _fail(problem)
     cells = runner.select(book, args.page, args.record)
+    if args.stale:
+        cells = [c for c in cells if not (rec := records.latest(c.record, book) if c.record else None)
+                 or not rec.is_current(c.source)]
     if not cells:
         return _fail("no GPU cells match")
     written, failures = runner.run_cells(cells, book)

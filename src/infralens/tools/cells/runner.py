@@ -117,10 +117,12 @@ def unpack(archive: Path, book: Path) -> list[str]:
     return sorted({"/".join(Path(m.name).parts[:2]) for m in members if m.isfile()})
 
 
-def select(book: Path, page: str | None, record: str | None) -> list[CodeCell]:
+def select(book: Path, page: str | None, record: str | list[str] | None) -> list[CodeCell]:
+    """The GPU cells of pages whose path contains ``page``, with one of the ``record`` ids."""
     cells = gpu_cells(book)
     if page:
         cells = [c for c in cells if page in c.page]
     if record:
-        cells = [c for c in cells if c.record == record]
+        wanted = {record} if isinstance(record, str) else set(record)
+        cells = [c for c in cells if c.record in wanted]
     return cells
