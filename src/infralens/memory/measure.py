@@ -49,6 +49,8 @@ from contextlib import nullcontext
 
 import torch
 
+from infralens.memory.activations import activation_bytes_per_layer
+from infralens.memory.ledger import training_ledger
 from infralens.models.gpt import GPT, GPTConfig
 
 PHASES = ("model", "forward", "backward", "step", "zero_grad")
@@ -287,3 +289,87 @@ def measure_cpu_step(
         cfg, batch, seq_len, precision=precision, checkpoint=checkpoint, device="cpu",
         seed=seed, foreach=foreach,
     )
+
+
+def ledger_prediction(
+    num_params: int, cfg: GPTConfig, batch: int, seq_len: int, *, precision: str, checkpoint: bool
+) -> dict[str, int]:
+    """What the ledger says is allocated after each phase of :func:`measure_training_step`.
+
+    AdamW with no master copy (``precision`` ``"amp"`` or ``"fp32"``): weights after ``model``;
+    weights plus ``n_layers`` layers of Korthikanti activations after ``forward`` (selective
+    recomputation, since SDPA's fused kernels store no scores, or full recomputation when every
+    block is checkpointed; doubled for fp32, as the formula counts 2-byte activations); weights
+    and gradients after ``backward``; plus the moments after ``step``; weights and moments
+    after ``zero_grad``.
+    """
+    led = training_ledger(num_params, "adamw", precision)
+    mode = "full" if checkpoint else "selective"
+    per_layer = activation_bytes_per_layer(s=seq_len, b=batch, h=cfg.d_model, a=cfg.n_heads,
+                                           recompute=mode)
+    scale = 2 if precision == "fp32" else 1  # the formula counts 2-byte activations
+    return {
+        "model": led.weights,
+        "forward": led.weights + cfg.n_layers * per_layer * scale,
+        "backward": led.weights + led.gradients,
+        "step": led.weights + led.gradients + led.optimizer_states,
+        "zero_grad": led.weights + led.optimizer_states,
+    }
+
+
+def forward_account(run: dict) -> list[tuple[str, int]]:
+    """What the forward reading of one :func:`measure_training_step` result holds, term by term.
+
+    ``run`` is that function's result (its ``config``, ``batch``, ``seq_len``, ``precision`` and
+    ``checkpoint`` are read). Bytes, from this GPT's config and precision alone, with e the bytes
+    of a block activation (2 under autocast, 4 in fp32) and sbh = seq_len x batch x d_model:
+
+    * per block: attention 5e sbh (QKV input; Q, K, V; SDPA output = the output projection's
+      input), MLP 9e sbh (first linear input, GELU input, second linear input, d_ff = 4 d_model),
+      the two LayerNorm inputs 8 sbh (the residual stream stays fp32 under autocast);
+    * with checkpointing, only each block's fp32 input, 4 sbh, and of autocast's weight copies
+      only the LM head's;
+    * outside the blocks: the final norm's and the LM head's inputs, (4 + e) sbh, the saved
+      cross-entropy tensors (6 bytes per logit under autocast, 4 in fp32), and under autocast
+      the bf16 copy of every matmul weight (2 bytes each).
+
+    Per-row statistics (LayerNorm mean and rstd, SDPA's log-sum-exp) and the token ids are left
+    out. Returns ``(label, bytes)`` pairs in that order.
+    """
+    c = run["config"]
+    b, s, h, n_layers, vocab = run["batch"], run["seq_len"], c["d_model"], c["n_layers"], c["vocab_size"]
+    f = c["d_ff"] or 4 * h
+    sbh = s * b * h
+    amp = run["precision"] == "amp"
+    e = 2 if amp else 4
+    logits = (6 if amp else 4) * b * s * vocab
+    matmul_weights = n_layers * (4 * h * h + 2 * h * f) + vocab * h  # QKV, proj, fc, proj; LM head
+    if run["checkpoint"]:
+        terms = [("block inputs, fp32 (4 sbh per layer)", 4 * sbh * n_layers)]
+        if amp:
+            terms.append(("LM head: bf16 copy of its weight", 2 * vocab * h))
+    else:
+        terms = [(f"attention ({5 * e} sbh per layer)", 5 * e * sbh * n_layers),
+                 (f"MLP ({9 * e} sbh per layer)", 9 * e * sbh * n_layers),
+                 ("LayerNorm inputs, fp32 (8 sbh per layer)", 8 * sbh * n_layers)]
+        if amp:
+            terms.append(("bf16 copies of the matmul weights", 2 * matmul_weights))
+    terms += [("final norm and LM-head inputs", (4 + e) * sbh),
+              (f"cross-entropy ({6 if amp else 4} bytes per logit)", logits)]
+    return terms
+
+
+def forward_left_out(run: dict) -> dict[str, int]:
+    """Per-row bytes of an unchecked run's forward reading that :func:`forward_account` omits.
+
+    ``logsumexp_per_layer``: SDPA's log-sum-exp, one fp32 per head and token, in each layer;
+    ``layernorm_stats``: every LayerNorm's mean and reciprocal standard deviation, two fp32 per
+    token, for the two norms of each block and the final one; ``token_ids``: the int64 inputs and
+    targets. ``run`` is a :func:`measure_training_step` result.
+    """
+    c, b, s = run["config"], run["batch"], run["seq_len"]
+    return {
+        "logsumexp_per_layer": b * c["n_heads"] * s * 4,
+        "layernorm_stats": (2 * c["n_layers"] + 1) * b * s * 2 * 4,
+        "token_ids": 2 * b * s * 8,
+    }

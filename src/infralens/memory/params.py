@@ -160,6 +160,18 @@ def lm_head_params(shape: ModelShape) -> int:
     # [/memory:lm-head]
 
 
+def active_parameters(config: ConfigLike) -> int:
+    """Parameters one token's forward pass uses: all of them for a dense model; for a mixture of
+    experts, all but the ``n_experts - experts_per_token`` experts it skips in every layer (the
+    router is used by every token)."""
+    shape = as_shape(config)
+    total = count_parameters(shape).total
+    if not shape.is_moe:
+        return total
+    one_expert = (mlp_params_per_layer(shape) - shape.d_model * shape.n_experts) // shape.n_experts
+    return total - shape.n_layers * (shape.n_experts - shape.experts_per_token) * one_expert
+
+
 # --- The textbook estimate, and where it is wrong -------------------------------------------
 
 

@@ -26,6 +26,7 @@ fragmentation are ZeRO-R's subject, not this table's.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import NamedTuple
 
 from infralens.tools.checks import require_positive
@@ -87,3 +88,32 @@ def zero_model_state_bytes(num_params: int, dp: int, stage: str | int, k: int = 
     (one line) for a non-positive size or degree, a negative ``k`` or an unknown stage.
     """
     return zero_lines(num_params, dp, stage, k).total
+
+
+def largest_model(capacity: int, dp: int, stage: str | int, k: int = 12) -> int:
+    """The largest parameter count whose per-GPU model state fits ``capacity`` bytes.
+
+    The inverse of :func:`zero_model_state_bytes` for ``dp`` GPUs under ``stage``, found by
+    bisection on that function (so padding to a multiple of ``dp`` is respected): the question
+    of the ZeRO paper's Table 2.
+    """
+    require_positive(capacity=capacity)
+    lo, hi = 1, 1
+    while zero_model_state_bytes(hi, dp, stage, k) <= capacity:  # find a size that does not fit
+        hi *= 2
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if zero_model_state_bytes(mid, dp, stage, k) <= capacity:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def as_printed(value: float, printed: str, rounding: str) -> str:
+    """``value`` rounded with ``rounding`` (a :mod:`decimal` mode, e.g. ``ROUND_HALF_UP``) to as
+    many decimals as the string ``printed`` shows, formatted like it: how a paper's table entry
+    is compared with a computed value (``as_printed(31.40625, "31.4", ROUND_HALF_UP) == "31.4"``)."""
+    decimals = len(printed.partition(".")[2])
+    quantum = Decimal(1).scaleb(-decimals)
+    return f"{Decimal(value).quantize(quantum, rounding=rounding):.{decimals}f}"

@@ -2,13 +2,18 @@
 
 Bad input (a wrong flag, a negative size, a malformed file) is the reader's to fix, not a crash to
 debug: one line on stderr, ``<prog>: error: <reason>``, and exit status 2, never a traceback.
-Parsers raise :class:`UsageError`; each ``main`` catches it with its own input errors and prints
-the line.
+Parsers raise :class:`UsageError`; each ``main`` catches it with its own input errors and returns
+:func:`one_line_error`, which prints the line. :func:`run_module` runs such a command line once and
+prints it as a terminal would, so a page can show a good run and a bad one.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
 
 
 class UsageError(Exception):
@@ -40,3 +45,25 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
     return _integer(text, lambda v: v >= 0, "a non-negative integer")
+
+
+def one_line_error(prog: str, err: BaseException) -> int:
+    """Print ``<prog>: error: <reason>`` (the reason folded onto one line) to stderr; return 2."""
+    print(f"{prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
+    return 2
+
+
+def run_module(module: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
+               timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``python -m MODULE ARGS`` once and print it as a terminal would.
+
+    Prints the command, what the process wrote to stdout and then stderr, and ``[exit status N]``.
+    A non-zero status is returned, not raised: a page runs bad input on purpose to show the one
+    error line. ``env`` replaces the environment (default: this process's own).
+    """
+    done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          env=None if env is None else dict(env), timeout=timeout)
+    print("$ " + shlex.join(["python", "-m", module, *args]))
+    print(done.stdout + done.stderr, end="")
+    print(f"[exit status {done.returncode}]")
+    return done
