@@ -2,7 +2,8 @@
 
 It answers cudaOccupancyMaxActiveBlocksPerMultiprocessor with the calculator itself, so tests
 that use it check the plumbing around the runtime (attributes set and restored, records written,
-prose built from them), not the calculator; test_occupancy_reference.py checks the calculator.
+prose built from them), not the calculator; test_occupancy.py checks the calculator against
+NVIDIA's cuda_occupancy.h.
 """
 
 from __future__ import annotations

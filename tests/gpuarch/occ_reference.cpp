@@ -1,6 +1,6 @@
 // Test-only shim: NVIDIA's own occupancy calculator (cuda_occupancy.h, header-only host code)
 // behind a C function, so the Python calculator can be compared with it on a machine without a
-// GPU. Built by tests/gpuarch/test_occupancy_reference.py with the host C++ compiler.
+// GPU. Built by tests/gpuarch/test_occupancy.py with the host C++ compiler.
 #include <cuda_occupancy.h>
 
 extern "C" int ref_max_active_blocks(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infralens.memory import kv_cache_bytes, kv_cache_bytes_per_token, shipped_config
+from infralens.memory import kv_cache_bytes, kv_cache_bytes_per_token
+from infralens.models import shipped_config
 
 
 def test_llama_3_70b_at_8k_context():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from infralens.models import GPT, GPTConfig
+from infralens.models.gpt import GPT, GPTConfig
 
 TINY = GPTConfig(vocab_size=97, n_positions=16, d_model=32, n_layers=2, n_heads=4)
 

@@ -4,8 +4,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from infralens.memory import count_parameters, load_config, shipped_config
-from infralens.transformer.attention import KVCache
+from infralens.attention.gqa import KVCache
+from infralens.memory import count_parameters
+from infralens.models import load_config, shipped_config
 from infralens.transformer.block import DecoderBlock
 from infralens.transformer.flops import forward_flops_per_token
 from infralens.transformer.shapes import forward_tensors

@@ -4,13 +4,8 @@ from fractions import Fraction
 
 import pytest
 
-from infralens.memory import (
-    count_parameters,
-    kv_cache_bytes,
-    load_config,
-    shipped_config,
-    shipped_config_names,
-)
+from infralens.memory import count_parameters, kv_cache_bytes
+from infralens.models import load_config, shipped_config, shipped_config_names
 from infralens.transformer.flops import (
     active_mlp_params_per_layer,
     attention_crossover_context,
@@ -20,7 +15,6 @@ from infralens.transformer.flops import (
     forward_flops_per_token,
     matmul_params,
     palm_training_flops_per_token,
-    sdpa_flops,
     training_flops_per_token,
 )
 
@@ -64,14 +58,6 @@ def test_causal_context_and_training():
     assert training_flops_per_token(shape, s) == 3 * forward_flops_per_token(shape, Fraction(s + 1, 2)).total
     palm = palm_training_flops_per_token(shape, s)
     assert palm == 6 * count_parameters(shape).total + 12 * 12 * 12 * 64 * s
-
-
-def test_sdpa_flops():
-    assert sdpa_flops(2, 4, 8, 8, 16, causal=False) == 4 * 2 * 4 * 8 * 8 * 16
-    assert sdpa_flops(2, 4, 8, 8, 16, causal=True) == 2 * 2 * 4 * 8 * 8 * 16
-    assert sdpa_flops(1, 4, 1, 100, 16, causal=False) == 4 * 4 * 100 * 16
-    with pytest.raises(ValueError):
-        sdpa_flops(1, 1, 1, 8, 4, causal=True)
 
 
 def test_decode_step():

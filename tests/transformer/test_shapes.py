@@ -1,6 +1,6 @@
 """Attention layouts and the forward-pass tensor table."""
 
-from infralens.memory import load_config, shipped_config
+from infralens.models import load_config, shipped_config
 from infralens.transformer.shapes import attention_layout, forward_tensors
 
 

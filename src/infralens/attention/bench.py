@@ -82,7 +82,7 @@ def prefill_sweep(n_heads: int, n_kv_heads: int, head_dim: int, seq_lens: Iterab
     """Forward time and TFLOP/s of SDPA for one layer's heads, causal and not, per backend.
 
     Each sequence length runs ``tokens // S`` sequences, so every point does the same number
-    of query tokens. FLOPs are :func:`~infralens.transformer.flops.attention_flops` (causal = half).
+    of query tokens. FLOPs are :func:`~infralens.attention.flops.attention_flops` (causal = half).
     Backends are the keys of :data:`BACKENDS` and "naive" (``naive(q, k, v, causal=...)``,
     for example Lab 07's ``naive_attention``). "math" and "naive" are skipped above
     ``math_max_seq``: their scores need B*a*S^2 elements in HBM.

@@ -48,6 +48,12 @@ def alibi_bias(n_heads: int, s_q: int, s_k: int) -> torch.Tensor:
 # [/attention:masks]
 
 
+def mask_text(mask: torch.Tensor) -> str:
+    """A boolean (s_q, s_k) mask drawn as text, one line per query row: ``#`` where the key is
+    visible, ``.`` where it is masked."""
+    return "\n".join(" ".join("#" if v else "." for v in row) for row in mask.tolist())
+
+
 def receptive_field(window: int, n_layers: int) -> int:
     """Tokens back that information can come from after n_layers of sliding-window attention.
 

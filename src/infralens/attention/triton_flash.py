@@ -29,8 +29,8 @@ from infralens.tools.bench import bench_ms
 from infralens.tools.triton_compile import compile_offline, launched_resources
 
 __all__ = ["flash_attention_kernel", "flash_attention", "kernel_config", "GPU_CONFIGS",
-           "INTERPRETER_CONFIG", "tune_attention", "measure_attention", "device_resources",
-           "compile_summary"]
+           "INTERPRETER_CONFIG", "shared_memory_bytes", "tune_attention", "measure_attention",
+           "device_resources", "compile_summary"]
 
 LOG2_E = 1.0 / math.log(2.0)  # exp(x) = 2 ** (x * log2(e))
 
@@ -140,6 +140,19 @@ GPU_CONFIGS: dict[tuple[int, bool], tuple[int, int, int, int]] = {
 }
 INTERPRETER_CONFIG = (16, 16, 1, 1)  # small blocks: the interpreter runs every lane in NumPy
 # [/attention:config]
+
+
+def shared_memory_bytes(config: tuple[int, int, int, int], head_dim: int, elem_bytes: int = 2) -> int:
+    """Shared memory one program of :func:`flash_attention_kernel` takes on sm_90 for ``config``
+    (BLOCK_M, BLOCK_N, num_warps, num_stages): the query block once, staged for ``wgmma``, and a
+    key block plus a value block for each pipeline stage,
+    BLOCK_M * D * e + num_stages * 2 * BLOCK_N * D * e bytes.
+
+    The rule the compiled kernels follow (Lab 07 checks it against :func:`compile_summary`);
+    Triton refuses to load a kernel above the per-block limit of the GPU.
+    """
+    block_m, block_n, _, num_stages = config
+    return block_m * head_dim * elem_bytes + num_stages * 2 * block_n * head_dim * elem_bytes
 
 
 def kernel_config(head_dim: int, causal: bool, device: torch.device) -> tuple[int, int, int, int]:

@@ -34,6 +34,22 @@ FACTS: Mapping[str, Spec] = MappingProxyType({
                               "each (also A100)."),
     "h100_fp32_lanes_per_sm": Spec(128, "per SM", _H100_WP, "32 FP32 units per processing block."),
     "a100_fp32_lanes_per_sm": Spec(64, "per SM", _A100_WP),
+    "sfu_results_per_clock_per_sm": Spec(
+        16, "results/clock/SM", _GUIDE,
+        "Special-function units (SASS MUFU): 32-bit reciprocal, reciprocal square root, base-2 "
+        "logarithm and exponential (__log2f, exp2f), sine and cosine. Compute capabilities 8.0 and "
+        "9.0 alike, in the guide's table of arithmetic-instruction throughput (results per clock "
+        "per multiprocessor), where 32-bit add, multiply and multiply-add give 64 (8.0) and 128 "
+        "(9.0). On an H100 SXM5, 132 SMs x 16 x 1.83 GHz = 3.9e12 per second, the rate "
+        "FlashAttention-3 (shah2024flashattention3) quotes."),
+    "h100_boost_clock_hz": Spec(
+        1980 * 10**6, "Hz", _H100_WP,
+        "H100 SXM5 maximum boost clock, the clock its FP32 and FP64 (non-Tensor) peak rates "
+        "assume: 132 SMs x 128 FP32 lanes x 2 FLOP x 1.98 GHz = 66.9 TFLOP/s, which the datasheet "
+        "prints as 67. Uncertain because NVIDIA states its clocks loosely: early H100 material "
+        "quoted 60 TFLOP/s FP32 (a lower clock), and the Tensor-Core rates assume about 1.83 GHz "
+        "(derived.implied_tensor_clock_hz), so the rates of one GPU do not share one clock.",
+        uncertain=True),
     "tensor_cores_per_sm": Spec(4, "per SM", _H100_WP, "A100 and H100 alike."),
     "h100_l1_smem_per_sm_bytes": Spec(256 * KIB, "B", _H100_WP,
                                       "Combined L1 data cache and shared memory per SM."),

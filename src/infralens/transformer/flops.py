@@ -24,10 +24,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
+from types import MappingProxyType
 
 from infralens.memory import count_parameters, kv_cache_bytes
 from infralens.memory.params import attention_params_per_layer, lm_head_params, mlp_params_per_layer
-from infralens.models import ConfigLike, ModelShape, as_shape
+from infralens.models import ConfigLike, ModelShape, as_shape, shipped_config
+
+#: Training context of a shipped config where its position limit is not the context it was trained
+#: at. Mistral-7B-v0.1: ``max_position_embeddings`` is 32,768, the longest position it accepts, but
+#: Table 1 of Jiang et al. (2023) gives ``context_len`` = 8,192.
+TRAINED_CONTEXT: Mapping[str, int] = MappingProxyType({"mistral-7b-v0.1": 8192})
 
 
 # [transformer:flops-params]
@@ -151,6 +157,18 @@ def training_flops_per_token(config: ConfigLike, seq_len: int, causal: bool = Tr
         context = Fraction(seq_len if W is None else min(seq_len, W))
     return 3 * forward_flops_per_token(config, context, W).total
 # [/transformer:flops-per-token]
+
+
+def trained_context(name: str) -> int:
+    """The sequence length the shipped model ``name`` was trained at: :data:`TRAINED_CONTEXT` where
+    its paper says so, else the config's ``max_position_embeddings`` (``n_positions`` for GPT-2)."""
+    cfg = shipped_config(name)
+    return TRAINED_CONTEXT.get(name) or cfg.get("max_position_embeddings") or cfg["n_positions"]
+
+
+def fmt_gflop(flops: float) -> str:
+    """A FLOP count in decimal GFLOP (10**9) with one decimal: ``fmt_gflop(1.406e11) == "140.6 GFLOP"``."""
+    return f"{float(flops) / 10**9:,.1f} GFLOP"
 
 
 def palm_training_flops_per_token(config: ConfigLike, seq_len: int) -> int:

@@ -1,0 +1,104 @@
+"""Lab 07's Triton FlashAttention kernel, run by Triton's interpreter on CPU tensors."""
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # must be set before triton is first imported
+
+import pytest  # noqa: E402
+
+pytest.importorskip("triton")
+
+import torch  # noqa: E402
+
+from infralens.attention.reference import naive_attention  # noqa: E402
+from infralens.attention.triton_flash import (  # noqa: E402
+    GPU_CONFIGS,
+    INTERPRETER_CONFIG,
+    flash_attention,
+    kernel_config,
+)
+
+
+def qkv(B, H, S, D, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(B, H, S, D, generator=g).to(dtype) for _ in range(3)]
+
+
+def ref(q, k, v, causal):
+    return naive_attention(q.double(), k.double(), v.double(), causal=causal)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("S", [1, 37, 64])
+def test_matches_float64_reference(S, D, causal):
+    q, k, v = qkv(1, 2, S, D)
+    out = flash_attention(q, k, v, causal=causal)
+    assert out.dtype == torch.float32 and out.shape == q.shape
+    torch.testing.assert_close(out.double(), ref(q, k, v, causal), rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("config", [(32, 16, 1, 1), (64, 16, 1, 1)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("S", [48, 53])  # 48: whole key blocks, a partial query block; 53: both partial
+def test_other_block_shapes_and_batches(config, causal, S):
+    q, k, v = qkv(2, 3, S, 64, seed=1)
+    out = flash_attention(q, k, v, causal=causal, config=config)
+    torch.testing.assert_close(out.double(), ref(q, k, v, causal), rtol=0, atol=2e-6)
+
+
+def test_strided_inputs_and_scale():
+    g = torch.Generator().manual_seed(2)
+    qkv_bshd = torch.randn(3, 2, 40, 4, 64, generator=g)  # (q/k/v, B, S, H, D) as a QKV matmul makes
+    q, k, v = (t.transpose(1, 2) for t in qkv_bshd)  # (B, H, S, D) views, S not innermost-but-one
+    assert not q.is_contiguous()
+    out = flash_attention(q, k, v, causal=True, scale=0.05)
+    want = naive_attention(q.double(), k.double(), v.double(), causal=True, scale=0.05)
+    torch.testing.assert_close(out.double(), want, rtol=0, atol=2e-6)
+
+
+def test_float16():
+    q, k, v = qkv(1, 2, 37, 64, dtype=torch.float16)
+    out = flash_attention(q, k, v, causal=True)
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out.double(), ref(q, k, v, True), rtol=0, atol=3e-3)
+
+
+def test_rejects_bad_input():
+    q, k, v = qkv(1, 1, 16, 64)
+    with pytest.raises(ValueError, match="power of two"):
+        flash_attention(*qkv(1, 1, 16, 48))
+    with pytest.raises(ValueError, match="share one shape"):
+        flash_attention(q, k[:, :, :8], v)
+    with pytest.raises(ValueError, match="multiple of BLOCK_N"):
+        flash_attention(q, k, v, config=(16, 32, 1, 1))
+    with pytest.raises(ValueError, match="bfloat16"):
+        flash_attention(*qkv(1, 1, 16, 64, dtype=torch.bfloat16))
+
+
+def test_configs():
+    assert kernel_config(64, True, torch.device("cpu")) == INTERPRETER_CONFIG
+    assert set(GPU_CONFIGS) == {(d, c) for d in (64, 128) for c in (False, True)}
+    assert all(bm % bn == 0 for bm, bn, _, _ in GPU_CONFIGS.values())
+
+
+def test_offline_compile_shared_memory_rule():
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # the real compiler
+    bm, bn, warps, stages = 128, 64, 8, 3
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-m",
+                           "infralens.attention.triton_flash", "--head-dim", "128",
+                           "--config", f"{bm},{bn},{warps},{stages}"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    # Q once, then one K block and one V block per pipeline stage, all bf16.
+    assert res["shared_bytes"] == bm * 128 * 2 + stages * 2 * bn * 128 * 2
+    assert res["wgmma"] > 0 and res["cp_async"] > 0 and res["scalar_b16_loads"] == 0
+    for args in (("--config", "128,64"), ("--head-dim", "7")):  # ours, then argparse's
+        bad = subprocess.run([sys.executable, "-m", "infralens.attention.triton_flash", *args],
+                             capture_output=True, text=True, env=env)
+        assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, args

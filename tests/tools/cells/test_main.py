@@ -1,0 +1,96 @@
+"""python -m infralens.tools.cells: list, unpack and run, with one error line for what cannot be done."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from infralens.tools.cells import records
+from infralens.tools.cells.__main__ import cuda_problem, main
+
+TOP = "---\njupytext:\n  text_representation:\n    format_name: myst\n---\n"
+PROV = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver": "580.159.04", "cuda": "13.0",
+        "torch": "2.11.0+cu130", "triton": "3.6.0", "date": "2026-11-21T07:00:00Z",
+        "commit": "0123456789abcdef", "dirty": False}
+
+
+def demo_book(tmp_path: Path) -> Path:
+    book = tmp_path / "book"
+    (book / "labs").mkdir(parents=True)
+    (book / "labs" / "demo.md").write_text(
+        TOP + "\n# Demo\n\n```{code-cell} ipython3\n:tags: [gpu]\n:record: demo-cell\nx = 1\n```\n")
+    return book
+
+
+def no_cuda() -> bool:
+    torch = pytest.importorskip("torch")
+    return not torch.cuda.is_available()
+
+
+def one_error_line(err: str, *words: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("infralens.tools.cells: error: "), err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def test_list_shows_each_cell_and_its_record(tmp_path, capsys):
+    book = demo_book(tmp_path)
+    assert main(["--book", str(book), "list"]) == 0
+    assert capsys.readouterr().out == "demo-cell\tlabs/demo.md:9\tnot measured yet\n"
+    records.write("demo-cell", "labs/demo", "x = 0", PROV, {}, "", {}, 0.0, book)  # older source
+    assert main(["--book", str(book), "list"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("demo-cell\tlabs/demo.md:9\tNVIDIA H100 80GB HBM3 · 132 SMs")
+    assert out.rstrip().endswith("[cell changed since]")
+
+
+def test_unpack_an_archive_and_refuse_a_bad_one(tmp_path, capsys):
+    source = demo_book(tmp_path)
+    folder = records.write("demo-cell", "labs/demo", "x = 1", PROV, {"v": 7}, "", {}, 0.0, source)
+    archive = tmp_path / "records.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder, arcname=f"demo-cell/{folder.name}")
+    target = tmp_path / "target"
+    target.mkdir()
+    assert main(["--book", str(target), "unpack", str(archive)]) == 0
+    assert capsys.readouterr().out == f"unpacked demo-cell/{folder.name}\n"
+    assert records.latest("demo-cell", target).results == {"v": 7}
+    assert main(["--book", str(target), "unpack", str(tmp_path / "missing.tar.gz")]) == 2
+    one_error_line(capsys.readouterr().err, "archive not found", "missing.tar.gz")
+    not_a_tar = tmp_path / "not-a.tar.gz"
+    not_a_tar.write_text("hello")
+    assert main(["--book", str(target), "unpack", str(not_a_tar)]) == 2
+    one_error_line(capsys.readouterr().err, "not-a.tar.gz")
+
+
+def test_a_missing_book_folder_is_one_line(tmp_path, capsys):
+    assert main(["--book", str(tmp_path / "nowhere"), "list"]) == 2
+    one_error_line(capsys.readouterr().err, "book folder not found")
+
+
+@pytest.mark.parametrize("command", [["check-cuda"], ["run"], ["run", "--record", "demo-cell"]])
+def test_without_cuda_run_and_check_fail_in_one_line(tmp_path, capsys, command):
+    if not no_cuda():
+        pytest.skip("this machine has CUDA")
+    assert main(["--book", str(demo_book(tmp_path)), *command]) == 2
+    one_error_line(capsys.readouterr().err, "CUDA")
+    assert cuda_problem() is not None
+
+
+def test_no_matching_cells_is_one_line(tmp_path, capsys, monkeypatch):
+    import infralens.tools.cells.__main__ as cli
+
+    monkeypatch.setattr(cli, "cuda_problem", lambda: None)  # as on a GPU machine
+    assert main(["--book", str(demo_book(tmp_path)), "run", "--record", "no-such-cell"]) == 2
+    one_error_line(capsys.readouterr().err, "no GPU cells match")
+
+
+def test_help_works_anywhere():
+    done = subprocess.run([sys.executable, "-m", "infralens.tools.cells", "--help"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "check-cuda" in done.stdout and "unpack" in done.stdout

@@ -1,0 +1,223 @@
+"""The GPU-cell runner: the cells of a test page, and chapter 1's GPU cells end to end against fakes.
+
+Chapter 1's GPU cells run through the real runner (infralens.tools.cells.runner.run_cells), with the device
+replaced: the ceilings are measured on the CPU at tiny sizes, the probe is FakeProbe, and the
+provenance is fixed. The records land in a temporary book, and every CPU cell of the page then
+runs against it, so a typo in a GPU cell or in the prose built from its record fails here, not on
+the GPU machine or in the next build.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+from infralens.gpuarch import ceilings
+from infralens.gpuarch import occupancy_probe as op
+from infralens.tools.cells import parse, records, runner
+from tests.gpuarch.fakes import FakeProbe
+
+matplotlib.use("Agg")
+ROOT = Path(__file__).resolve().parents[3]
+BOOK = ROOT / "book"
+PAGE = "handbook/ch01-gpu-architecture"
+PROV = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver": "580.159.04", "cuda": "13.0",
+        "torch": "2.11.0+cu130", "triton": "3.6.0", "date": "2026-11-21T07:00:00Z",
+        "commit": "0123456789abcdef", "dirty": False, "compute_capability": "9.0"}
+
+
+@pytest.fixture()
+def fake_gpu(monkeypatch):
+    import torch
+
+    from infralens.tools.cells import provenance
+
+    real = ceilings.measure_ceilings
+    monkeypatch.setattr(ceilings, "measure_ceilings", functools.partial(
+        real, device="cpu", n=64, copy_bytes=1 << 16, sweep=(1, 8, 64), add_elements=4096, rep_ms=2))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: PROV["gpu"])
+    monkeypatch.setattr(provenance, "collect", lambda root: dict(PROV))
+    monkeypatch.setattr(op.Probe, "for_this_gpu", classmethod(lambda cls: FakeProbe()))
+    if shutil.which("nvcc") is None:
+        monkeypatch.setattr(op, "ptxas_report", lambda arch: {k: {"barriers": 1} for k in FakeProbe.kernels})
+
+
+def _cpu_cells(text: str):
+    return [c for c in parse.parse_cells(text, PAGE) if not c.is_gpu]
+
+
+def test_gpu_cells_record_and_the_prose_reads_the_records(tmp_path, monkeypatch, fake_gpu):
+    book = tmp_path / "book"
+    gpu = [c for c in parse.gpu_cells(BOOK) if c.page == PAGE]
+    assert {c.record for c in gpu} == {"ch01-roofline", "ch01-occupancy-check", "ch01-latency"}
+    written, failures = runner.run_cells(gpu, book)
+    assert not failures and len(written) == 3
+    roof = records.latest("ch01-roofline", book)
+    assert roof.figures and roof.results["datasheet"]["gpu"] == "h100"
+    occ = records.latest("ch01-occupancy-check", book)
+    assert occ.results["matches"] == occ.results["total"] == len(op.CASES)
+
+    # Now the page's CPU cells, against these records (glue captured instead of displayed).
+    glued: dict[str, str] = {}
+    import myst_nb
+
+    monkeypatch.setattr(myst_nb, "glue", lambda k, v, display=True: glued.__setitem__(k, v))
+    monkeypatch.setenv("INFRALENS_BOOK", str(book))
+    ns = {"__name__": "ch01_page", "display": lambda *a, **k: None}
+    for cell in _cpu_cells((BOOK / f"{PAGE}.md").read_text(encoding="utf-8")):
+        exec(compile(cell.source, f"{PAGE}.md:{cell.line}", "exec"), ns)  # noqa: S102
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    assert glued["roof_sentence"].startswith("On the NVIDIA H100 80GB HBM3 of the record")
+    assert "of the dense peak" in glued["roof_sentence"]
+    assert "MHz" in glued["roof_sentence"] or glued.get("clock_note", "") == ""
+    assert "agree on" in glued["occ_gpu_sentence"] and "233,472 B" in glued["occ_gpu_sentence"]
+    assert "ns from HBM" in glued["lat_sentence"] and glued["little_sentence"]
+    for key, value in glued.items():
+        assert "'" not in str(value) and '"' not in str(value), key
+
+
+def test_page_reads_without_records(tmp_path, monkeypatch):
+    glued: dict[str, str] = {}
+    import myst_nb
+
+    monkeypatch.setattr(myst_nb, "glue", lambda k, v, display=True: glued.__setitem__(k, v))
+    monkeypatch.setenv("INFRALENS_BOOK", str(tmp_path / "empty-book"))
+    ns = {"__name__": "ch01_page", "display": lambda *a, **k: None}
+    for cell in _cpu_cells((BOOK / f"{PAGE}.md").read_text(encoding="utf-8")):
+        exec(compile(cell.source, f"{PAGE}.md:{cell.line}", "exec"), ns)  # noqa: S102
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    assert "no record yet" in glued["roof_sentence"]
+    assert "not run on a GPU yet" in glued["occ_gpu_sentence"]
+    assert glued["little_sentence"] == ""
+
+
+# --- the runner on a page written for the test --------------------------------------------------
+
+TOP = "---\njupytext:\n  text_representation:\n    format_name: myst\n---\n"
+
+
+def cell(record: str | None, source: str) -> str:
+    options = ":tags: [gpu]\n" + (f":record: {record}\n" if record else "")
+    return f"```{{code-cell}} ipython3\n{options}{source}\n```\n\n"
+
+
+def demo_book(tmp_path: Path, *cells: str) -> Path:
+    book = tmp_path / "book"
+    (book / "labs").mkdir(parents=True)
+    (book / "labs" / "demo.md").write_text(TOP + "\n# Demo\n\n" + "".join(cells))
+    return book
+
+
+@pytest.fixture()
+def fixed_provenance(monkeypatch):
+    from infralens.tools.cells import provenance
+
+    monkeypatch.setattr(provenance, "collect", lambda root: dict(PROV))
+
+
+def test_cells_of_a_page_share_a_namespace_and_each_writes_its_record(tmp_path, fixed_provenance, capsys):
+    book = demo_book(
+        tmp_path,
+        cell("demo-first", "n = 21\nprint('first says', n)\nresults = {'n': n}"),
+        cell("demo-second", "results = {'twice': 2 * n}\nprint('second')"),  # n from the cell above
+        cell("demo-third", "print('no results this time')"),  # `results` does not leak from above
+    )
+    written, failures = runner.run_cells(parse.gpu_cells(book), book)
+    assert failures == [] and [w.parent.name for w in written] == ["demo-first", "demo-second", "demo-third"]
+    first, second, third = (records.latest(r, book) for r in ("demo-first", "demo-second", "demo-third"))
+    assert first.results == {"n": 21} and first.stdout == "first says 21\n"
+    assert second.results == {"twice": 42} and third.results == {}
+    assert first.provenance == PROV and first.page == "labs/demo"
+    assert first.is_current("n = 21\nprint('first says', n)\nresults = {'n': n}")
+    assert "first says 21" in capsys.readouterr().out  # shown live as well
+
+
+def test_failing_cells_write_nothing_and_the_others_still_run(tmp_path, fixed_provenance, capsys):
+    book = demo_book(
+        tmp_path,
+        cell("demo-raises", "1 / 0"),
+        cell(None, "print('a gpu cell without a record')"),
+        cell("demo-nan", "results = {'x': float('nan')}"),
+        cell("demo-fine", "results = {'ok': True}"),
+    )
+    written, failures = runner.run_cells(parse.gpu_cells(book), book)
+    assert [w.parent.name for w in written] == ["demo-fine"]
+    assert len(failures) == 3
+    assert "cell demo-raises failed (no record written)" in failures[0]
+    assert failures[1].startswith("labs/demo.md:")
+    assert failures[1].endswith("a gpu cell needs ':record: <id>'")
+    assert "cell demo-nan failed" in failures[2]
+    assert records.latest("demo-raises", book) is None and records.latest("demo-nan", book) is None
+    assert "ZeroDivisionError" in capsys.readouterr().err  # the traceback is shown
+
+
+def test_open_figures_are_saved_in_three_formats_and_closed(tmp_path, fixed_provenance):
+    import matplotlib.pyplot as plt
+
+    book = demo_book(tmp_path, cell("demo-fig", "import matplotlib.pyplot as plt\n"
+                                                 "plt.plot([0, 1], [1, 0])\nplt.figure()\nplt.plot([1, 2])"))
+    runner.run_cells(parse.gpu_cells(book), book)
+    rec = records.latest("demo-fig", book)
+    assert rec.figures == ["fig-1", "fig-2"] and plt.get_fignums() == []
+    for stem in rec.figures:
+        assert (rec.path / f"{stem}.svg").read_bytes().lstrip().startswith((b"<?xml", b"<svg"))
+        assert (rec.path / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+        assert (rec.path / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_select_by_page_and_record(tmp_path):
+    book = demo_book(tmp_path, cell("demo-a", "a = 1"), cell("demo-b", "b = 2"))
+    (book / "handbook").mkdir()
+    (book / "handbook" / "ch09.md").write_text(TOP + cell("ch09-c", "c = 3"))
+    assert [c.record for c in runner.select(book, None, None)] == ["ch09-c", "demo-a", "demo-b"]
+    assert [c.record for c in runner.select(book, "labs", None)] == ["demo-a", "demo-b"]
+    assert [c.record for c in runner.select(book, None, "demo-b")] == ["demo-b"]
+    assert [c.record for c in runner.select(book, None, ["demo-b", "ch09-c"])] == ["ch09-c", "demo-b"]
+    assert runner.select(book, "handbook", "demo-a") == []
+
+
+def test_pack_and_unpack_carry_the_records_to_another_book(tmp_path, fixed_provenance):
+    import tarfile
+
+    book = demo_book(tmp_path, cell("demo-a", "results = {'a': 1}"), cell("demo-b", "results = {'b': 2}"))
+    written, _ = runner.run_cells(parse.gpu_cells(book), book)
+    archive = tmp_path / "out" / "records.tar.gz"
+    runner.pack(written, book, archive)
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert sorted(n for n in names if n.endswith("record.json")) == [
+        f"{w.parent.name}/{w.name}/record.json" for w in written]
+    other = tmp_path / "other"
+    assert runner.unpack(archive, other) == [f"{w.parent.name}/{w.name}" for w in written]
+    assert records.latest("demo-b", other).results == {"b": 2}
+    assert set(json.loads(records.index_path(other).read_text())) == {"demo-a", "demo-b"}
+
+
+@pytest.mark.parametrize("arcname, link", [("../escape.txt", None), ("Bad_Id/run/record.json", None),
+                                           ("demo/run/deeper/record.json", None),
+                                           ("demo/run/record.json", "/etc/passwd")])
+def test_unpack_refuses_anything_but_record_files(tmp_path, arcname, link):
+    import io
+    import tarfile
+
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        member = tarfile.TarInfo(arcname)
+        if link:  # a symbolic link is not a plain file
+            member.type, member.linkname = tarfile.SYMTYPE, link
+            tar.addfile(member)
+        else:
+            member.size = 2
+            tar.addfile(member, io.BytesIO(b"{}"))
+    with pytest.raises(ValueError, match="unexpected member"):
+        runner.unpack(archive, tmp_path / "book")
+    assert not (tmp_path / "book" / "_records").exists() and not (tmp_path / "escape.txt").exists()

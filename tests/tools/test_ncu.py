@@ -1,0 +1,130 @@
+"""Nsight Compute from Python: its CSV read back, and a profile run through a stand-in ncu."""
+
+import json
+import stat
+import sys
+
+import pytest
+
+from infralens.tools import ncu
+
+NCU_HEADER = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
+              "Block Size", "Grid Size", "Device", "CC", "Section Name", "Metric Name",
+              "Metric Unit", "Metric Value")
+SHARED_LD = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
+
+
+def ncu_row(launch: str, kernel: str, metric: str, value: str, unit: str = "") -> str:
+    fields = (launch, "4242", "python3.12", "127.0.0.1", kernel, "1", "7", "(32, 32, 1)",
+              "(129, 129, 1)", "0", "9.0", "Command line profiler metrics", metric, unit, value)
+    return ",".join(f'"{f}"' for f in fields)
+
+
+NCU_SAMPLE = "\n".join([
+    "==PROF== Connected to process 4242 (/usr/bin/python3.12)",
+    ",".join(f'"{h}"' for h in NCU_HEADER),
+    ncu_row("0", "transpose_tile32", SHARED_LD, "16,515,072"),
+    ncu_row("0", "transpose_tile32", "smsp__thread_inst_executed_per_inst_executed.ratio", "31.52"),
+    ncu_row("1", "transpose_tile33(const float *, float *, int, int)", SHARED_LD, "0"),
+    ncu_row("2", "transpose_tile33", SHARED_LD, "7"),
+    ncu_row("3", "copy_tile", "gpu__time_duration.sum", "n/a", "nsecond"),
+    "==PROF== Disconnected from process 4242",
+])
+
+
+def test_parse_ncu_csv():
+    got = ncu.parse_ncu_csv(NCU_SAMPLE)
+    assert got["transpose_tile32"] == {
+        SHARED_LD: 16515072.0, "smsp__thread_inst_executed_per_inst_executed.ratio": 31.52}
+    # the signature is cut off, and a second launch of the same kernel is ignored
+    assert got["transpose_tile33"] == {SHARED_LD: 0.0}
+    assert got["copy_tile"] == {"gpu__time_duration.sum": None}
+    assert ncu.parse_ncu_csv("==PROF== nothing profiled\n") == {}
+
+
+def test_shared_metrics_are_well_formed_counter_names():
+    for metric in ncu.SHARED_METRICS:
+        base, _, rollup = metric.partition(".")
+        assert "__" in base and rollup == "sum", metric
+    assert len(set(ncu.SHARED_METRICS)) == len(ncu.SHARED_METRICS)
+
+
+# --- a stand-in ncu: a script that answers like Nsight Compute -----------------------------------
+
+FAKE_NCU = '''#!{python}
+import json, subprocess, sys
+args = sys.argv[1:]
+if args == ["--query-metrics"]:
+    print("Device NVIDIA H100 80GB HBM3 (GH100)")
+    print("-" * 60)
+    print("Metric Name              Metric Type     Metric Unit      Metric Description")
+    print("-" * 60)
+    print("dram__bytes_read         Counter         byte             # of bytes read from DRAM")
+    print("gpu__time_duration       Counter         nsecond          total duration in nanoseconds")
+    sys.exit(0)
+if args == ["--version"]:
+    print("NVIDIA (R) Nsight Compute Command Line Profiler")
+    print("Version 2025.3.1.0 (build 36398880) (public-release)")
+    sys.exit(0)
+with open({log!r}, "w") as f:
+    json.dump(args, f)
+opts = dict(zip(args[1:7:2], args[2:7:2]))  # after --csv: three options with values
+metrics = opts["--metrics"].split(",")
+rest = args[7:]
+if rest[0] == "--kernel-name":
+    rest = rest[2:]
+header = {header!r}
+rows = [",".join('"' + h + '"' for h in header)]
+for launch, kernel in (("0", "reduce3_sequential(const float *, float *, long long)"), ("1", "copy_vec4")):
+    for m in metrics:
+        fields = (launch, "1", "python3", "host", kernel, "1", "7", "(256, 1, 1)", "(4, 1, 1)", "0",
+                  "9.0", "Command line profiler metrics", m, "", "1,024")
+        rows.append(",".join('"' + x + '"' for x in fields))
+with open(opts["--log-file"], "w") as f:
+    f.write("\\n".join(rows) + "\\n")
+sys.exit(subprocess.run(rest).returncode)
+'''
+
+
+@pytest.fixture()
+def fake_ncu(tmp_path):
+    path, log = tmp_path / "ncu", tmp_path / "argv.json"
+    path.write_text(FAKE_NCU.format(python=sys.executable, log=str(log), header=NCU_HEADER))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path, log
+
+
+def test_available_metrics_are_the_base_names_ncu_lists(fake_ncu):
+    assert ncu.ncu_available_metrics(str(fake_ncu[0])) == {"dram__bytes_read", "gpu__time_duration"}
+
+
+def test_profile_drops_what_this_gpu_lacks_and_reads_every_kernel(fake_ncu):
+    path, log = fake_ncu
+    wanted = ["dram__bytes_read.sum", SHARED_LD, "gpu__time_duration.sum"]
+    out = ncu.profile([sys.executable, "-c", "pass"], wanted, kernel_regex="^(reduce|copy)", ncu=str(path))
+    assert out["metrics"] == ["dram__bytes_read.sum", "gpu__time_duration.sum"]
+    assert out["missing"] == [SHARED_LD]
+    assert out["ncu_version"].startswith("Version 2025.3")
+    assert out["kernels"] == {k: {"dram__bytes_read.sum": 1024.0, "gpu__time_duration.sum": 1024.0}
+                              for k in ("reduce3_sequential", "copy_vec4")}
+    argv = json.loads(log.read_text())
+    assert argv[:4] == ["--csv", "--clock-control", "none", "--log-file"]
+    assert argv[5:7] == ["--metrics", "dram__bytes_read.sum,gpu__time_duration.sum"]
+    assert argv[7:11] == ["--kernel-name", "regex:^(reduce|copy)", sys.executable, "-c"]
+
+
+def test_a_failing_program_raises_with_the_tail_of_its_output(fake_ncu):
+    with pytest.raises(RuntimeError, match=r"ncu failed \(exit 3\)"):
+        ncu.profile([sys.executable, "-c", "raise SystemExit(3)"], ["dram__bytes_read.sum"],
+                    ncu=str(fake_ncu[0]))
+
+
+def test_no_ncu_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(ncu, "find_ncu", lambda: None)
+    with pytest.raises(FileNotFoundError, match="Nsight Compute"):
+        ncu.profile(["true"], ["dram__bytes_read.sum"])
+
+
+def test_find_ncu_takes_the_one_on_path(fake_ncu, monkeypatch):
+    monkeypatch.setenv("PATH", str(fake_ncu[0].parent))
+    assert ncu.find_ncu() == str(fake_ncu[0])

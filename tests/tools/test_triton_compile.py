@@ -1,0 +1,90 @@
+"""Triton's real compiler on a machine without a GPU: a tiny kernel's registers, shared memory and PTX.
+
+The compiling runs in a subprocess without TRITON_INTERPRET (this test process runs Triton's
+interpreter, see tests/conftest.py), on kernels written to a file (``triton.jit`` reads source).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("triton")
+
+from infralens.tools.triton_compile import compile_offline, launched_resources  # noqa: E402
+
+SCRIPT = textwrap.dedent('''
+    import json, sys
+    import triton
+    import triton.language as tl
+    from infralens.tools.triton_compile import compile_offline
+
+    @triton.jit
+    def add_one(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+
+    @triton.jit
+    def row_sum(x_ptr, y_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(y_ptr + tl.program_id(0), tl.sum(tl.load(x_ptr + tl.program_id(0) * BLOCK + offs), 0))
+
+    out = {}
+    for arch in (90, 80):
+        out[f"add_one_{arch}"] = compile_offline(
+            add_one, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+            {"BLOCK": 1024}, num_warps=4, arch=arch)
+    out["row_sum"] = compile_offline(row_sum, {"x_ptr": "*fp32", "y_ptr": "*fp32", "BLOCK": "constexpr"},
+                                     {"BLOCK": 4096}, num_warps=8)
+    json.dump(out, sys.stdout)
+''')
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    script = tmp_path_factory.mktemp("triton") / "compile_demo.py"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_registers_are_counted_for_a_tiny_kernel(compiled):
+    for name in ("add_one_90", "add_one_80", "row_sum"):
+        assert 0 < compiled[name]["registers"] <= 255, name
+
+
+def test_ptx_is_for_the_asked_architecture(compiled):
+    assert ".target sm_90" in compiled["add_one_90"]["ptx"]
+    assert ".target sm_80" in compiled["add_one_80"]["ptx"]
+    assert ".entry add_one(" in compiled["add_one_90"]["ptx"]
+    # the pointers are declared 16-byte aligned, so the loads are 16-byte vectors
+    assert "ld.global.v4" in compiled["add_one_90"]["ptx"]
+
+
+def test_shared_memory_only_where_warps_must_combine(compiled):
+    # An elementwise kernel keeps everything in registers; a sum over 8 warps needs shared memory
+    # to combine the warps' partial sums.
+    assert compiled["add_one_90"]["shared_bytes"] == 0
+    assert compiled["row_sum"]["shared_bytes"] > 0
+
+
+def test_refuses_under_the_interpreter(monkeypatch):
+    for value in ("1", "true"):
+        monkeypatch.setenv("TRITON_INTERPRET", value)
+        with pytest.raises(RuntimeError, match="compiling needs the real compiler: unset TRITON_INTERPRET"):
+            compile_offline(object(), {}, {}, num_warps=4)
+
+
+def test_launched_resources_reads_the_compiled_kernel():
+    kernel = SimpleNamespace(n_regs=40, n_spills=0, metadata=SimpleNamespace(shared=4096))
+    assert launched_resources(kernel) == {"registers": 40, "spills": 0, "shared_bytes": 4096}
