@@ -15,6 +15,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 BOOK = ROOT / "book"
 OUT = ROOT / "_build" / "lint"
+#: Not yet enforced in page cells: line length and import order. Chapter 1 and Labs 04 and 05
+#: still carry long lines, and several GPU cells an unsorted import block, in cells whose records
+#: were made with that code (an edit would leave the record behind its cell).
+EXTRA = ("--extend-ignore", "E501,I001")
 
 
 def _cell_starts(text: str) -> list[int]:
@@ -61,8 +65,11 @@ def lint(book: Path = BOOK) -> list[str]:
     exported = export(book)
     if not exported:
         return []
+    # The exported notebooks live under _build/, where ruff cannot tell that `infralens` is this
+    # project's own package: say so, so imports sort as they do in src.
     proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "json",
-                           "--no-cache", *map(str, exported)], cwd=ROOT, capture_output=True,
+                           "--no-cache", "--config", "lint.isort.known-first-party = ['infralens']",
+                           *EXTRA, *map(str, exported)], cwd=ROOT, capture_output=True,
                           text=True)
     if proc.returncode not in (0, 1):
         return [f"ruff failed: {proc.stderr.strip()}"]
