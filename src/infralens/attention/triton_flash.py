@@ -361,9 +361,8 @@ def compile_summary(head_dim: int, causal: bool, config: tuple[int, int, int, in
 
 def _main(argv: list[str] | None = None) -> int:
     import json
-    import sys
 
-    from infralens.tools.cli import OneLineParser, UsageError
+    from infralens.tools.cli import OneLineParser, UsageError, one_line_error
 
     parser = OneLineParser(
         prog="python -m infralens.attention.triton_flash",
@@ -383,8 +382,7 @@ def _main(argv: list[str] | None = None) -> int:
     except SystemExit as err:  # argparse's own exit (help: 0, usage error: 2)
         return int(err.code or 0)
     except (UsageError, ValueError, RuntimeError) as err:
-        print(f"{parser.prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
+        return one_line_error(parser.prog, err)
     return 0
 
 

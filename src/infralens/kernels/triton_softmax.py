@@ -319,9 +319,8 @@ def row_kernel_device_resources(widths: list[int], dtype: torch.dtype = torch.bf
 
 def _main(argv: list[str] | None = None) -> int:
     import json
-    import sys
 
-    from infralens.tools.cli import OneLineParser, UsageError
+    from infralens.tools.cli import OneLineParser, UsageError, one_line_error
 
     parser = OneLineParser(
         prog="python -m infralens.kernels.triton_softmax",
@@ -337,8 +336,7 @@ def _main(argv: list[str] | None = None) -> int:
     except SystemExit as err:  # argparse's own exit (help: 0, usage error: 2)
         return int(err.code or 0)
     except (UsageError, ValueError, RuntimeError) as err:
-        print(f"{parser.prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
+        return one_line_error(parser.prog, err)
     return 0
 
 
