@@ -11,11 +11,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = ["bytes_in_flight", "loads_in_flight_per_sm", "WarpSectors", "warp_sectors",
-           "strided_addresses", "efficiencies"]
+           "strided_addresses", "efficiencies", "mean_row_sectors"]
 
 
 # [gpuarch:littles-law]
@@ -66,3 +67,24 @@ def strided_addresses(stride_elems: int, elem_bytes: int = 4, lanes: int = 32,
 
 def efficiencies(strides: Iterable[int], elem_bytes: int = 4) -> list[tuple[int, WarpSectors]]:
     return [(s, warp_sectors(strided_addresses(s, elem_bytes), elem_bytes)) for s in strides]
+
+
+def mean_row_sectors(rows: int, cols: int, elem_bytes: int = 4, lanes: int = 32,
+                     sector_bytes: int = 32) -> float:
+    """Mean sectors per warp request when warps walk a row-major ``rows x cols`` matrix along its
+    rows: each request is ``lanes`` consecutive elements of one row (fewer at the row's end), from
+    column 0 on. A row whose length in bytes is not a multiple of the sector shifts where the next
+    row starts, so some of its segments straddle one sector more than a sector-aligned one."""
+    if rows < 1 or cols < 1:
+        raise ValueError(f"rows and cols must be >= 1, got {rows} x {cols}")
+    row_bytes = cols * elem_bytes
+    period = sector_bytes // math.gcd(row_bytes, sector_bytes)  # rows until the alignment repeats
+    sectors = requests = 0
+    for r in range(min(rows, period)):
+        count = rows // period + (r < rows % period)  # rows with this one's alignment
+        start = r * row_bytes % sector_bytes
+        for c0 in range(0, cols, lanes):
+            segment = strided_addresses(1, elem_bytes, min(lanes, cols - c0), start + c0 * elem_bytes)
+            sectors += count * warp_sectors(segment, elem_bytes, sector_bytes).sectors
+            requests += count
+    return sectors / requests

@@ -31,6 +31,7 @@ from infralens.hardware import CC_LIMITS, KIB, SMLimits, Spec
 
 __all__ = [
     "AllocationRules", "RULES", "Kernel", "Occupancy", "occupancy", "max_registers_for",
+    "max_static_smem_for", "smem_blocks_ignoring_reserve", "max_smem_ignoring_reserve",
     "carveout_bytes", "RESOURCES", "SUPPORTED",
 ]
 
@@ -293,6 +294,43 @@ def max_registers_for(threads_per_block: int, blocks_per_sm: int, cc: tuple[int,
         if occupancy(k, cc).blocks_per_sm >= blocks_per_sm:
             return r
     return 0
+
+
+def max_static_smem_for(threads_per_block: int, blocks_per_sm: int, registers_per_thread: int,
+                        cc: tuple[int, int] = (9, 0)) -> int:
+    """The largest static shared memory per block with which ``blocks_per_sm`` blocks still reside.
+
+    Tiles are tried in steps of the allocation unit up to the 48 KiB a static allocation may use
+    (more needs dynamic shared memory and the opt-in); returns 0 if no tile achieves it.
+    """
+    _, rules = _limits(cc)
+    unit = rules.smem_allocation_unit.value
+    for tile in range(rules.smem_per_block_default.value // unit * unit, 0, -unit):
+        k = Kernel(threads_per_block, registers_per_thread, static_smem_bytes=tile)
+        if occupancy(k, cc).blocks_per_sm >= blocks_per_sm:
+            return tile
+    return 0
+
+
+def smem_blocks_ignoring_reserve(smem_per_block: int, cc: tuple[int, int] = (9, 0)) -> int:
+    """Blocks per SM that shared memory alone allows when the per-block reserve is forgotten: the
+    SM's shared memory over the block's, rounded up to the allocation unit. The common mistake
+    that :func:`occupancy` does not make; a page sets the two side by side."""
+    if smem_per_block < 1:
+        raise ValueError(f"smem_per_block must be >= 1 byte, got {smem_per_block}")
+    sm, rules = _limits(cc)
+    return sm.smem_per_sm_bytes.value // _round_up(smem_per_block, rules.smem_allocation_unit.value)
+
+
+def max_smem_ignoring_reserve(blocks_per_sm: int, cc: tuple[int, int] = (9, 0)) -> int:
+    """The most shared memory per block for ``blocks_per_sm`` blocks when the per-block reserve is
+    forgotten: the SM's shared memory divided among the blocks, rounded down to the allocation
+    unit (compare :func:`max_static_smem_for`)."""
+    if blocks_per_sm < 1:
+        raise ValueError(f"blocks_per_sm must be >= 1, got {blocks_per_sm}")
+    sm, rules = _limits(cc)
+    unit = rules.smem_allocation_unit.value
+    return sm.smem_per_sm_bytes.value // blocks_per_sm // unit * unit
 
 
 def sweep_registers(threads_per_block: int, registers: Iterable[int],

@@ -196,6 +196,21 @@ def tree_report(kind: str, block: int = 256) -> list[dict]:
     return rows
 
 
+def tree_reduce(values: Sequence, combine, pad, kind: str = "sequential", block: int = 256):
+    """One block's shared-memory tree, run in Python on ``values``: the slots past the input hold
+    ``pad`` (what the kernel stores there, 0 in the sum's rungs), and every level applies
+    ``combine(s[dst], s[src])`` to the pairs :func:`tree_level` gives. Returns slot 0, the block's
+    result, so a wrong ``pad`` (one that is not the identity of ``combine``) shows."""
+    if len(values) > block:
+        raise ValueError(f"{len(values)} values do not fit in a block of {block}")
+    s = list(values) + [pad] * (block - len(values))
+    for stride in tree_strides(kind, block):
+        for pair in tree_level(kind, stride, block):
+            if pair is not None:  # within a level no slot is both read and written
+                s[pair[0]] = combine(s[pair[0]], s[pair[1]])
+    return s[0]
+
+
 # [banks:block-totals]
 def rung_block_totals(rung: int, block: int = 256) -> dict[str, int]:
     """Shared-memory requests and wavefronts of one block of a tree rung (1 to 5), warp by warp:

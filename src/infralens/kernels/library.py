@@ -15,7 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from infralens.tools import ncu, nvcc
@@ -119,6 +119,21 @@ def current_stream(device) -> int:
 
 
 # --- profiling ----------------------------------------------------------------------------------
+
+def ncu_ratio(counters: Mapping[str, float | None], numerator: str, denominator: str) -> float | None:
+    """``counters[numerator] / counters[denominator]`` for one kernel's Nsight Compute counters, or
+    None when either is missing or the denominator is zero (wavefronts per instruction, sectors
+    per request, threads per warp instruction)."""
+    a, b = counters.get(numerator), counters.get(denominator)
+    return a / b if a is not None and b else None
+
+
+def shared_bank_conflicts(counters: Mapping[str, float | None]) -> float:
+    """Shared-memory bank conflicts of one kernel, loads and stores together (a missing counter
+    counts as zero)."""
+    return sum(counters.get(f"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{op}.sum") or 0
+               for op in ("ld", "st"))
+
 
 def run_ncu(name: str, metrics: Iterable[str], driver_args: Sequence[str] = (), *,
             timeout: float = 300.0) -> dict:

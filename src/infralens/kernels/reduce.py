@@ -33,6 +33,7 @@ REDUCE_RUNGS = (
     "reduce6_grid_stride",
 )
 TREE_RUNGS = REDUCE_RUNGS[1:6]  # the rungs with a shared-memory tree and one atomic per block
+INPUT_KINDS = ("integers", "normal")
 
 
 def check_reduce_input(x, *, vector: bool = False) -> None:
@@ -55,6 +56,40 @@ def check_reduce_input(x, *, vector: bool = False) -> None:
                          "(a fresh tensor does; a slice may not: pass x.clone())")
     if not x.is_cuda:
         raise ValueError(f"x must be on a CUDA device, not {x.device}")
+
+
+def random_input(n: int, kind: str, generator, device: str = "cuda"):
+    """``n`` random float32 values for the correctness checks, never zeros.
+
+    ``"integers"``: nonzero integers from -8 to 8 with random signs; float32 holds every integer up
+    to 2**24 exactly, so a sum whose partial sums stay within that range is exact in any order.
+    ``"normal"``: standard normal floats. ``generator`` is a ``torch.Generator`` on ``device``.
+    """
+    if kind not in INPUT_KINDS:
+        raise ValueError(f"unknown input kind {kind!r}: expected one of {', '.join(INPUT_KINDS)}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    torch = torch_module()
+    if kind == "integers":
+        magnitude = torch.randint(1, 9, (n,), generator=generator, device=device)
+        sign = torch.randint(0, 2, (n,), generator=generator, device=device) * 2 - 1
+        return (magnitude * sign).float()
+    return torch.randn(n, generator=generator, device=device)
+
+
+def sass_tree_counts(ops: list[str]) -> dict[str, int]:
+    """What a tree rung's machine code does between its first and its last barrier.
+
+    ``ops`` is one kernel's op list from :func:`infralens.tools.nvcc.sass_ops`. Returns the tree's
+    levels (barriers in that span, less one), its shared loads (LDS) and stores (STS), and its
+    branches (BRA): zero branches means ptxas predicated the levels instead of branching.
+    """
+    bars = [i for i, op in enumerate(ops) if op.startswith("BAR")]
+    if len(bars) < 2:
+        raise ValueError(f"{len(bars)} barrier(s) in these ops: a tree has at least two")
+    tree = ops[bars[0]:bars[-1] + 1]
+    return {"levels": len(bars) - 1, "lds": sum(op.startswith("LDS") for op in tree),
+            "sts": sum(op.startswith("STS") for op in tree), "bra": sum(op == "BRA" for op in tree)}
 
 
 class ReduceKernels(Library):
@@ -106,6 +141,21 @@ class ReduceKernels(Library):
         out = torch.empty(1, dtype=torch.float32, device=x.device) if out is None else out
         self.bind(rung, x, out, partials)()
         return out
+
+    def sum_poisoned(self, x, rung: str, canary: float = 12345.0) -> tuple[float, bool]:
+        """One launch of ``rung`` into a poisoned output, for the correctness checks.
+
+        ``out`` holds NaN (where the sum goes) then ``canary`` (which no launch may touch), and
+        rung 6's workspace is all NaN, so an unwritten result or a stray write shows. Synchronizes,
+        so that a fault inside the kernel surfaces here, and returns (the sum, canary intact).
+        """
+        torch = torch_module()
+        out = torch.tensor([float("nan"), canary], device=x.device)
+        partials = torch.full((self.grid_size(),), float("nan"), device=x.device)
+        self.sum(x, rung, out=out, partials=partials)
+        torch.cuda.synchronize(x.device)
+        got, after = out.tolist()
+        return got, after == canary
 
     def tree_blocks(self, rung: str, n: int) -> int:
         """Blocks (= partial sums) a tree rung (1 to 5) launches for ``n`` elements."""
