@@ -15,10 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 BOOK = ROOT / "book"
 OUT = ROOT / "_build" / "lint"
-#: Not yet enforced in page cells: line length and import order. Chapter 1 and Labs 04 and 05
-#: still carry long lines, and several GPU cells an unsorted import block, in cells whose records
-#: were made with that code (an edit would leave the record behind its cell).
-EXTRA = ("--extend-ignore", "E501,I001")
+#: Extra ruff arguments for page cells (none: pages follow the package's rules).
+EXTRA: tuple[str, ...] = ()
 
 
 def _cell_starts(text: str) -> list[int]:
