@@ -20,12 +20,15 @@ import pytest
 from infralens.gpuarch import ceilings
 from infralens.gpuarch import occupancy_probe as op
 from infralens.tools.cells import parse, records, runner
+from infralens.tools.glue import MissingRecord
 from tests.gpuarch.fakes import FakeProbe
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[3]
 BOOK = ROOT / "book"
 PAGE = "handbook/ch01-gpu-architecture"
+CLOCKS = {"power_limit_w": 700.0, "power_w": 690.0, "sm_clock_max_mhz": 1980.0, "sm_clock_mhz": 1400.0,
+          "temperature_c": 60.0}
 PROV = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver": "580.159.04", "cuda": "13.0",
         "torch": "2.11.0+cu130", "triton": "3.6.0", "date": "2026-11-21T07:00:00Z",
         "commit": "0123456789abcdef", "dirty": False, "compute_capability": "9.0"}
@@ -40,6 +43,7 @@ def fake_gpu(monkeypatch):
     real = ceilings.measure_ceilings
     monkeypatch.setattr(ceilings, "measure_ceilings", functools.partial(
         real, device="cpu", n=64, copy_bytes=1 << 16, sweep=(1, 8, 64), add_elements=4096, rep_ms=2))
+    monkeypatch.setattr(ceilings, "sm_clock_under_load", lambda *a, **k: dict(CLOCKS))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: PROV["gpu"])
     monkeypatch.setattr(provenance, "collect", lambda root: dict(PROV))
     monkeypatch.setattr(op.Probe, "for_this_gpu", classmethod(lambda cls: FakeProbe()))
@@ -62,42 +66,37 @@ def test_gpu_cells_record_and_the_prose_reads_the_records(tmp_path, monkeypatch,
     occ = records.latest("ch01-occupancy-check", book)
     assert occ.results["matches"] == occ.results["total"] == len(op.CASES)
 
-    # Now the page's CPU cells, against these records (glue captured instead of displayed).
+    # Now the page's CPU cells, against these records (glue captured instead of displayed):
+    # every glue key the page's prose uses must be provided.
     glued: dict[str, str] = {}
     import myst_nb
+    from infralens_book.page_check import used_glue_keys
 
     monkeypatch.setattr(myst_nb, "glue", lambda k, v, display=True: glued.__setitem__(k, v))
     monkeypatch.setenv("INFRALENS_BOOK", str(book))
+    text = (BOOK / f"{PAGE}.md").read_text(encoding="utf-8")
     ns = {"__name__": "ch01_page", "display": lambda *a, **k: None}
-    for cell in _cpu_cells((BOOK / f"{PAGE}.md").read_text(encoding="utf-8")):
+    for cell in _cpu_cells(text):
         exec(compile(cell.source, f"{PAGE}.md:{cell.line}", "exec"), ns)  # noqa: S102
     import matplotlib.pyplot as plt
 
     plt.close("all")
-    assert glued["roof_sentence"].startswith("On the NVIDIA H100 80GB HBM3 of the record")
-    assert "of the dense peak" in glued["roof_sentence"]
-    assert "MHz" in glued["roof_sentence"] or glued.get("clock_note", "") == ""
-    assert "agree on" in glued["occ_gpu_sentence"] and "233,472 B" in glued["occ_gpu_sentence"]
-    assert "ns from HBM" in glued["lat_sentence"] and glued["little_sentence"]
-    for key, value in glued.items():
-        assert "'" not in str(value) and '"' not in str(value), key
+    assert used_glue_keys(text) <= set(glued), sorted(used_glue_keys(text) - set(glued))
 
 
-def test_page_reads_without_records(tmp_path, monkeypatch):
-    glued: dict[str, str] = {}
+def test_a_page_that_quotes_a_missing_record_stops_with_the_command_that_makes_it(tmp_path,
+                                                                                  monkeypatch):
     import myst_nb
 
-    monkeypatch.setattr(myst_nb, "glue", lambda k, v, display=True: glued.__setitem__(k, v))
+    monkeypatch.setattr(myst_nb, "glue", lambda k, v, display=True: None)
     monkeypatch.setenv("INFRALENS_BOOK", str(tmp_path / "empty-book"))
     ns = {"__name__": "ch01_page", "display": lambda *a, **k: None}
-    for cell in _cpu_cells((BOOK / f"{PAGE}.md").read_text(encoding="utf-8")):
-        exec(compile(cell.source, f"{PAGE}.md:{cell.line}", "exec"), ns)  # noqa: S102
+    with pytest.raises(MissingRecord, match=r"python -m infralens\.tools\.cells run --record ch01-"):
+        for cell in _cpu_cells((BOOK / f"{PAGE}.md").read_text(encoding="utf-8")):
+            exec(compile(cell.source, f"{PAGE}.md:{cell.line}", "exec"), ns)  # noqa: S102
     import matplotlib.pyplot as plt
 
     plt.close("all")
-    assert "no record yet" in glued["roof_sentence"]
-    assert "not run on a GPU yet" in glued["occ_gpu_sentence"]
-    assert glued["little_sentence"] == ""
 
 
 # --- the runner on a page written for the test --------------------------------------------------
