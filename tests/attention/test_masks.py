@@ -4,7 +4,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from infralens.attention.masks import alibi_bias, alibi_slopes, causal_mask, receptive_field, visible
+from infralens.attention.masks import (
+    alibi_bias,
+    alibi_slopes,
+    causal_mask,
+    mask_text,
+    receptive_field,
+    visible,
+)
 
 
 def test_square_causal_is_lower_triangular():
@@ -70,3 +77,24 @@ def test_causal_mask_is_visible_at_absolute_positions():
         assert causal_mask(s_q, s_k, window=window).tolist() == want
         assert causal_mask(s_q, s_k, "top-left", window).tolist() == visible_by_loops(
             range(s_q), range(s_k), window)
+
+
+def test_mask_text_draws_rows_of_queries():
+    # Two new queries after four cached keys, bottom-right aligned: they see 5 and 6 keys.
+    assert mask_text(causal_mask(2, 6)) == "# # # # # .\n# # # # # #"
+    assert mask_text(causal_mask(2, 6, "top-left")) == "# . . . . .\n# # . . . ."
+    assert mask_text(torch.tensor([[True]])) == "#" and mask_text(torch.tensor([[False]])) == "."
+
+
+@pytest.mark.parametrize("mask", [causal_mask(8, 8, window=3), causal_mask(3, 7), causal_mask(5, 5)])
+def test_mask_text_is_the_mask_symbol_by_symbol(mask):
+    lines = mask_text(mask).split("\n")
+    assert len(lines) == mask.shape[0]
+    # one symbol per key, one space between: read back, it is the mask
+    read_back = [[symbol == "#" for symbol in line.split(" ")] for line in lines]
+    assert all(len(line) == 2 * mask.shape[1] - 1 for line in lines)
+    assert read_back == mask.tolist()
+
+
+def test_mask_text_of_an_empty_mask_is_empty():
+    assert mask_text(torch.ones(0, 4, dtype=torch.bool)) == ""

@@ -1,6 +1,7 @@
 """Lab 07's Triton FlashAttention kernel, run by Triton's interpreter on CPU tensors."""
 
 import os
+import re
 
 os.environ["TRITON_INTERPRET"] = "1"  # must be set before triton is first imported
 
@@ -16,7 +17,10 @@ from infralens.attention.triton_flash import (  # noqa: E402
     INTERPRETER_CONFIG,
     flash_attention,
     kernel_config,
+    shared_memory_bytes,
 )
+from infralens.hardware import CC_LIMITS, KIB  # noqa: E402
+from infralens.tools.glue import record  # noqa: E402
 
 
 def qkv(B, H, S, D, dtype=torch.float32, seed=0):
@@ -97,8 +101,46 @@ def test_offline_compile_shared_memory_rule():
     res = json.loads(proc.stdout)
     # Q once, then one K block and one V block per pipeline stage, all bf16.
     assert res["shared_bytes"] == bm * 128 * 2 + stages * 2 * bn * 128 * 2
+    assert shared_memory_bytes((bm, bn, warps, stages), 128) == res["shared_bytes"]
     assert res["wgmma"] > 0 and res["cp_async"] > 0 and res["scalar_b16_loads"] == 0
     for args in (("--config", "128,64"), ("--head-dim", "7")):  # ours, then argparse's
         bad = subprocess.run([sys.executable, "-m", "infralens.attention.triton_flash", *args],
                              capture_output=True, text=True, env=env)
         assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, args
+
+
+def test_shared_memory_rule_by_hand():
+    # (128, 128, 8, 3) at D = 128: a 32 KiB query block and 3 x (32 + 32) KiB of K and V blocks.
+    assert shared_memory_bytes((128, 128, 8, 3), 128) == 32 * KIB + 3 * 64 * KIB == 224 * KIB
+    assert shared_memory_bytes((128, 64, 4, 2), 64) == 16 * KIB + 2 * 2 * 8 * KIB
+    assert shared_memory_bytes((128, 128, 4, 3), 64, elem_bytes=4) == 2 * shared_memory_bytes(
+        (128, 128, 4, 3), 64)  # fp32 blocks take twice the bytes
+    assert shared_memory_bytes((64, 64, 4, 2), 128) == shared_memory_bytes((64, 64, 8, 2), 128)  # warps: no
+
+
+def test_tuned_configs_fit_an_h100_block():
+    # Triton refuses a kernel above the per-block opt-in maximum, 227 KiB on CC 9.0.
+    limit = CC_LIMITS[(9, 0)].smem_per_block_max_bytes.value
+    assert limit == 227 * KIB
+    for (head_dim, _), config in GPU_CONFIGS.items():
+        assert shared_memory_bytes(config, head_dim) <= limit, config
+
+
+def test_shared_memory_rule_is_what_triton_compiled_on_an_h100():
+    # Lab 07's record: the shared memory of each configuration as Triton compiled it for the H100,
+    # or, for one that does not fit, what Triton said it required against the hardware limit.
+    rows = record("lab07-attention").results["device_resources_d128"]
+    limit = CC_LIMITS[(9, 0)].smem_per_block_max_bytes.value
+    compiled = refused = 0
+    for row in rows:
+        config = tuple(row["config"])
+        if "error" in row:
+            required = re.search(r"Required: (\d+), Hardware limit: (\d+)", row["error"])
+            assert required, row["error"]
+            assert int(required.group(1)) == shared_memory_bytes(config, row["head_dim"]) > limit
+            assert int(required.group(2)) == limit
+            refused += 1
+        else:
+            assert row["shared_bytes"] == shared_memory_bytes(config, row["head_dim"]), config
+            compiled += 1
+    assert compiled >= 1  # the record is not empty (a refused configuration is checked when there is one)

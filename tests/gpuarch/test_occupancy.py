@@ -19,7 +19,10 @@ from infralens.gpuarch.occupancy import (
     Kernel,
     carveout_bytes,
     max_registers_for,
+    max_smem_ignoring_reserve,
+    max_static_smem_for,
     occupancy,
+    smem_blocks_ignoring_reserve,
     sweep_registers,
     sweep_smem,
 )
@@ -181,6 +184,59 @@ def test_rejects_nonsense():
         occupancy(Kernel(128, 32), (7, 5))
 
 
+def test_static_tile_budget_by_hand():
+    # 5 blocks of 256 threads, 16 registers on an H100: 228 KiB / 5 = 46,694 B per block, rounded
+    # down to 128 B: 46,592 B, of which 1 KiB is the driver's reserve: 45,568 B for the tile.
+    assert max_static_smem_for(256, 5, 16, H100) == 46_592 - KIB == 45_568
+    assert occupancy(Kernel(256, 16, static_smem_bytes=45_568), H100).blocks_per_sm == 5
+    assert occupancy(Kernel(256, 16, static_smem_bytes=45_568 + 1), H100).blocks_per_sm == 4
+    # 8 blocks: 233,472 / 8 = 29,184 B (a multiple of 128) less the reserve.
+    assert max_static_smem_for(256, 8, 16, H100) == 29_184 - KIB
+    # One or two blocks could have more, but a static allocation stops at 48 KiB (CUDA guide).
+    assert max_static_smem_for(256, 1, 16, H100) == max_static_smem_for(256, 2, 16, A100) == 48 * KIB
+    # A100, 4 blocks: 164 KiB / 4 = 41,984 B (a multiple of 128), less the reserve.
+    assert max_static_smem_for(128, 4, 32, A100) == 41_984 - KIB
+    with pytest.raises(ValueError, match="blocks_per_sm must be a positive integer, got 0"):
+        max_static_smem_for(256, 0, 16, H100)
+
+
+def test_static_tile_budget_is_zero_when_another_resource_binds():
+    assert max_static_smem_for(1024, 3, 16, H100) == 0  # 3 x 32 warps > 64 warp slots
+    assert max_static_smem_for(256, 3, 128, H100) == 0  # 128 registers: 2 blocks at most
+    assert max_static_smem_for(32, 33, 16, H100) == 0  # 32 block slots
+    with pytest.raises(ValueError, match="not covered"):
+        max_static_smem_for(256, 2, 32, (7, 5))
+
+
+def test_forgetting_the_reserve_promises_a_block_too_many():
+    # 76 KiB blocks: 228 // 76 = 3 if the 1 KiB reserve is forgotten; the SM holds 2 (77 KiB each).
+    assert smem_blocks_ignoring_reserve(76 * KIB, H100) == 3
+    opt_in = 227 * KIB
+    k = Kernel(256, 32, dynamic_smem_bytes=76 * KIB, max_dynamic_smem_bytes=opt_in)
+    assert occupancy(k, H100).limits["shared memory"] == 2
+    # 1 byte still takes a 128-byte unit: 233,472 / 128 = 1,824; A100: 167,936 / 128 = 1,312.
+    assert smem_blocks_ignoring_reserve(1, H100) == smem_blocks_ignoring_reserve(128, H100) == 1824
+    assert smem_blocks_ignoring_reserve(129, H100) == 233_472 // 256
+    assert smem_blocks_ignoring_reserve(1, A100) == 1312
+    # The forgotten reserve is exactly 1 KiB per block: the naive budget is the true one + 1 KiB.
+    for blocks in (5, 8, 12):  # tiles under the 48 KiB static cap
+        assert max_smem_ignoring_reserve(blocks, H100) == max_static_smem_for(128, blocks, 16, H100) + KIB
+    assert max_smem_ignoring_reserve(1, H100) == 228 * KIB  # more than a block may ever have
+    assert max_smem_ignoring_reserve(1, H100) > CC_LIMITS[H100].smem_per_block_max_bytes.value
+    assert max_smem_ignoring_reserve(3, A100) == 167_936 // 3 // 128 * 128 == 55_936
+
+
+@pytest.mark.parametrize("fn, bad", [(smem_blocks_ignoring_reserve, 0),
+                                     (smem_blocks_ignoring_reserve, -128),
+                                     (max_smem_ignoring_reserve, 0), (max_smem_ignoring_reserve, -1)])
+def test_naive_helpers_refuse_nonsense_before_any_work(fn, bad):
+    with pytest.raises(ValueError, match="must be >= 1") as err:
+        fn(bad, (7, 5))  # the argument is checked before the compute capability
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="not covered"):
+        fn(1, (7, 5))
+
+
 # --- against NVIDIA's own calculator --------------------------------------------------------------
 #
 # The calculator against NVIDIA's own: cuda_occupancy.h, compiled for the host.
@@ -283,3 +339,46 @@ def test_reference_is_built_from_the_header_not_from_us(reference):
     # Guard against a tautology: the shim links nothing from infralens.
     assert "infralens" not in (HERE / "occ_reference.cpp").read_text()
     assert sys.modules.get("infralens.gpuarch.occupancy") is not None
+
+
+def _reference_smem_limit(fn, cc, smem_per_block: int, reserved: int) -> int:
+    """cuda_occupancy.h's shared-memory limit for one block size, with the given reserve."""
+    sm, rules = CC_LIMITS[cc], RULES[cc]
+    optin = sm.smem_per_block_max_bytes.value
+    limits = (ctypes.c_int * 5)()
+    blocks = fn(cc[0], cc[1], rules.max_threads_per_block.value, sm.max_threads_per_sm.value,
+                rules.registers_per_block.value, sm.registers_per_sm.value, sm.warp_size.value,
+                rules.smem_per_block_default.value, sm.smem_per_sm_bytes.value, optin, reserved,
+                16, 0, optin, 1, 1, 32, smem_per_block, -1, limits)
+    assert blocks >= 0
+    return limits[1]
+
+
+@pytest.mark.parametrize("cc", sorted(RULES))
+def test_ignoring_the_reserve_is_nvidias_calculator_with_no_reserve(reference, cc):
+    # cuda_occupancy.h told the device reserves nothing per block gives the naive count; told the
+    # real 1 KiB, the true one, which occupancy() matches.
+    rng = random.Random(7 + cc[0])
+    sizes = [1, 127, 128, 129, 1024, 48 * KIB, 76 * KIB, 100 * KIB, 160 * KIB]
+    sizes += [rng.randrange(1, 160 * KIB) for _ in range(200)]
+    for size in sizes:
+        assert smem_blocks_ignoring_reserve(size, cc) == _reference_smem_limit(reference, cc, size, 0), size
+
+
+@pytest.mark.parametrize("cc", sorted(RULES))
+def test_static_tile_budget_is_the_largest_tile_nvidias_calculator_admits(reference, cc):
+    # The largest static tile (128-byte steps, at most 48 KiB) with which cuda_occupancy.h still
+    # reports `blocks` resident blocks, found here by asking it about every tile.
+    def ref_blocks(threads, regs, tile):
+        return _reference_blocks(reference, Kernel(threads, regs, static_smem_bytes=tile), cc, -1)[0]
+
+    for threads, blocks, regs in [(256, 5, 16), (256, 8, 16), (128, 4, 32), (128, 10, 32),
+                                  (512, 2, 32), (64, 20, 16), (1024, 1, 32), (1024, 2, 32),
+                                  (256, 3, 128), (96, 13, 40)]:
+        want = max((t for t in range(128, 48 * KIB + 1, 128) if ref_blocks(threads, regs, t) >= blocks),
+                   default=0)
+        assert max_static_smem_for(threads, blocks, regs, cc) == want, (threads, blocks, regs)
+        # the naive budget drops the reserve (and the 48 KiB cap)
+        naive = max_smem_ignoring_reserve(blocks, cc)
+        assert naive // 128 * 128 == naive
+        assert naive >= want and (want == 0 or want == 48 * KIB or naive == want + KIB)

@@ -127,3 +127,72 @@ def test_citation_keys_and_uncertain_specs_of_a_subset():
     flagged = derived.uncertain_specs([GPUS["h200"]])
     assert flagged and all(g.key == "h200" and s.uncertain for g, _, s in flagged)
     assert {name for _, name, _ in flagged} == {n for n, s in GPUS["h200"].specs().items() if s.uncertain}
+
+
+# --- FP32 and special-function rates on the CUDA cores ---------------------------------------------
+
+def test_a100_fp32_peak_is_the_datasheets_19_5_tflops():
+    # A100 whitepaper: 108 SMs x 64 FP32 lanes x 2 FLOP (FMA) x 1.41 GHz = 19.49 TFLOP/s, printed
+    # as 19.5 TFLOP/s in the A100 datasheet's FP32 row.
+    a100 = GPUS["a100"]
+    assert derived.fp32_clock_hz(a100) == 1.41e9 == a100.boost_clock_hz.value
+    assert derived.fp32_flops(a100) == 108 * 64 * 2 * 1.41e9
+    assert round(derived.fp32_flops(a100) / 1e12, 1) == 19.5
+
+
+def test_h100_sxm_fp32_peak_is_the_datasheets_67_tflops():
+    # H100 SXM5: 132 SMs x 128 FP32 lanes x 2 x 1.98 GHz = 66.9 TFLOP/s; the datasheet prints 67.
+    h100 = GPUS["h100"]
+    assert h100.boost_clock_hz is None  # the clock comes from the facts, with its source
+    assert derived.fp32_clock_hz(h100) == 1.98e9
+    assert derived.fp32_flops(h100) == 132 * 128 * 2 * 1.98e9
+    assert round(derived.fp32_flops(h100) / 1e12) == 67
+
+
+def test_hopper_doubles_amperes_fp32_lanes_per_sm_per_clock():
+    # The CUDA guide's throughput table: 64 (8.0) and 128 (9.0) FP32 FMA results per clock per SM.
+    a100, h100 = GPUS["a100"], GPUS["h100"]
+    per_sm_clock = {g.key: derived.fp32_flops(g, 1.0) / g.sm_count.value / 2 for g in (a100, h100)}
+    assert per_sm_clock == {"a100": 64, "h100": 128}
+
+
+def test_h100_special_functions_at_the_tensor_clock_are_flashattention3s_3_9_tera_per_second():
+    # FlashAttention-3 (Shah et al. 2024): an H100 SXM5 has 989 TFLOPS of FP16 matmul but only
+    # 3.9 TFLOPS of special functions (exp). 16 MUFU results per clock per SM (CUDA guide).
+    h100 = GPUS["h100"]
+    at_tensor_clock = derived.sfu_ops_per_s(h100, hw.implied_tensor_clock_hz(h100))
+    assert round(at_tensor_clock / 1e12, 1) == 3.9
+    assert round(hw.peak_flops(h100, "bf16") / 1e12) == 989
+    assert derived.sfu_ops_per_s(h100) == 132 * 16 * 1.98e9  # default: the FP32 clock
+
+
+@pytest.mark.parametrize("key, ratio", [("a100", 4), ("h100", 8)])
+def test_fp32_flops_over_special_function_rate(key, ratio):
+    # Per clock and SM: 2 x FP32 lanes FLOP against 16 MUFU results; the ratio holds at any clock.
+    gpu = GPUS[key]
+    for clock in (None, 1e9, 1.5e9):
+        assert derived.fp32_flops(gpu, clock) / derived.sfu_ops_per_s(gpu, clock) == 2 * ratio
+
+
+def test_a_clock_argument_scales_the_rates_linearly():
+    h100 = GPUS["h100"]
+    assert derived.fp32_flops(h100, 1e9) == 132 * 128 * 2 * 1e9
+    assert derived.fp32_flops(h100, 2e9) == 2 * derived.fp32_flops(h100, 1e9)
+    assert derived.sfu_ops_per_s(h100, 1e9) == 132 * 16 * 1e9
+
+
+def test_rates_without_a_sourced_clock_or_pipe_width_are_refused():
+    h200, b200 = GPUS["h200"], GPUS["b200"]
+    # The H200 page prints no clock; the B200's per-SM FP32 width (CC 10.0) is not in the facts.
+    with pytest.raises(ValueError, match="no sourced boost clock"):
+        derived.fp32_clock_hz(h200)
+    with pytest.raises(ValueError, match="no sourced boost clock"):
+        derived.fp32_flops(h200)
+    with pytest.raises(ValueError, match="no sourced boost clock"):
+        derived.sfu_ops_per_s(h200)
+    # With a clock given, the H200 (the H100's GH100, CC 9.0, 132 SMs) gets the H100's rate.
+    assert derived.fp32_flops(h200, 1.98e9) == derived.fp32_flops(GPUS["h100"])
+    with pytest.raises(ValueError, match="compute capability 10.0"):
+        derived.fp32_flops(b200, 1.9e9)
+    with pytest.raises(ValueError, match="special-function"):
+        derived.sfu_ops_per_s(b200, 1.9e9)

@@ -1,5 +1,9 @@
 """The shared-memory bank simulator against conflict degrees derived by hand."""
 
+import math
+import operator
+import random
+
 import pytest
 
 from infralens.kernels.bank_conflicts import (
@@ -14,6 +18,7 @@ from infralens.kernels.bank_conflicts import (
     tile_report,
     tile_row_access,
     tree_level,
+    tree_reduce,
     tree_report,
     warp_access,
 )
@@ -144,3 +149,54 @@ def test_row_starts_and_vector_chunks():
     assert TILE_SWIZZLED.chunk_elements(4, 0) == [4, 5, 6, 7]
     assert TILE_SWIZZLED.chunk_elements(5, 0) == [5, 4, 7, 6]
     assert TILE_32x32.chunk_elements(5, 1) == [4, 5, 6, 7]
+
+
+TREES = ("interleaved_divergent", "interleaved_strided", "sequential")
+
+
+@pytest.mark.parametrize("kind", TREES)
+@pytest.mark.parametrize("n", [0, 1, 37, 255, 256])
+def test_tree_reduce_sums_and_maximizes_like_python(kind, n):
+    rng = random.Random(n)
+    ints = [rng.randrange(-10**6, 10**6) for _ in range(n)]
+    assert tree_reduce(ints, operator.add, 0, kind) == sum(ints)  # integers: exact in any order
+    floats = [-rng.uniform(1, 100) for _ in range(n)]
+    assert tree_reduce(floats, max, -math.inf, kind) == max(floats, default=-math.inf)
+
+
+@pytest.mark.parametrize("kind", TREES)
+def test_a_pad_that_is_not_the_identity_shows(kind):
+    values = [-3.0] * 200  # a partial block of negative values
+    assert tree_reduce(values, max, 0.0, kind) == 0.0  # Lab 04's exercise: 0 is not max's identity
+    assert tree_reduce(values, max, -math.inf, kind) == -3.0
+    assert tree_reduce([1] * 200, operator.add, 1, kind) == 256  # 56 padded slots of 1 each
+
+
+def bit_reversed(i: int, bits: int) -> int:
+    return int(format(i, f"0{bits}b")[::-1], 2)
+
+
+@pytest.mark.parametrize("block", [2, 8, 64, 256])
+def test_tree_reduce_combines_in_the_order_of_its_tree(block):
+    # String concatenation is associative but not commutative, so the result spells out the
+    # order in which the slots were combined. The interleaved trees add neighbours first and keep
+    # slot order; the sequential tree adds slot t + block/2 to t first, which reads the slots in
+    # bit-reversed order (block 8: 0 4 2 6 1 5 3 7).
+    values = [f"{i}," for i in range(block)]
+    in_order = "".join(values)
+    bits = block.bit_length() - 1
+    reversed_order = "".join(f"{bit_reversed(i, bits)}," for i in range(block))
+    for kind in ("interleaved_divergent", "interleaved_strided"):
+        assert tree_reduce(values, operator.add, "", kind, block) == in_order
+    assert tree_reduce(values, operator.add, "", "sequential", block) == reversed_order
+    if block == 8:
+        assert reversed_order == "0,4,2,6,1,5,3,7,"
+
+
+def test_tree_reduce_refuses_more_values_than_slots_and_unknown_trees():
+    with pytest.raises(ValueError, match="257 values do not fit in a block of 256"):
+        tree_reduce([0] * 257, operator.add, 0)
+    with pytest.raises(ValueError, match="do not fit in a block of 64"):
+        tree_reduce([0] * 65, operator.add, 0, "sequential", 64)
+    with pytest.raises(ValueError, match="unknown tree"):
+        tree_reduce([1, 2], operator.add, 0, "spiral")

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from infralens.kernels import library
-from infralens.kernels.bank_conflicts import TILE_32x32, TILE_32x33
+from infralens.kernels.bank_conflicts import TILE_32x32, TILE_32x33, tile_column_access
 from infralens.kernels.reduce import REDUCE_RUNGS, ReduceKernels
 from infralens.kernels.transpose import TRANSPOSE_KERNELS
 from infralens.tools import nvcc
+from infralens.tools.glue import record
 
 
 def test_reduce_header_shows_the_flags_build_uses():
@@ -105,11 +106,15 @@ def test_c_launchers_reject_bad_arguments_before_touching_a_gpu(builds):
     blocks.argtypes, blocks.restype = [ctypes.c_int, ctypes.c_longlong], ctypes.c_longlong
     assert [blocks(r, 1000) for r in range(7)] == [-1, 4, 4, 4, 2, 2, -1]  # 256 or 512 per block
     tlib = ctypes.CDLL(str(builds["transpose"].library))
-    for kernel in TRANSPOSE_KERNELS:
-        fn = getattr(tlib, f"launch_{kernel}")
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-        assert fn(256, 256, 0, 5, None) == invalid_value
-        assert fn(None, 256, 5, 5, None) == invalid_value
+    assert tlib.transpose_num_kernels() == len(TRANSPOSE_KERNELS)
+    fn = tlib.launch_transpose
+    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                   ctypes.c_void_p]
+    for k in range(len(TRANSPOSE_KERNELS)):
+        assert fn(k, 256, 256, 0, 5, None) == invalid_value
+        assert fn(k, None, 256, 5, 5, None) == invalid_value
+    assert fn(len(TRANSPOSE_KERNELS), 256, 256, 5, 5, None) == invalid_value  # no such kernel
+    assert fn(-1, 256, 256, 5, 5, None) == invalid_value
 
 
 @needs_nvcc
@@ -189,3 +194,41 @@ def test_run_ncu_profiles_the_driver_of_this_package(monkeypatch):
     src = str(library.KERNEL_DIR.parents[1])
     assert seen["env"]["PYTHONPATH"].split(os.pathsep)[0] == src  # the child imports this checkout
     assert out["driver"] == ["reduce", "--n", "1000"]
+
+
+# --- reading Nsight Compute's counters ------------------------------------------------------------
+
+def test_ncu_ratio_divides_the_named_counters():
+    counters = {"wavefronts": 96.0, "requests": 32.0, "none": None, "zero": 0.0}
+    assert library.ncu_ratio(counters, "wavefronts", "requests") == 3.0
+    assert library.ncu_ratio(counters, "requests", "wavefronts") == 1 / 3
+    assert library.ncu_ratio(counters, "zero", "requests") == 0.0  # a zero numerator is a ratio
+    # No ratio, rather than an exception, where a counter is missing, empty or a zero divisor.
+    for numerator, denominator in (("missing", "requests"), ("wavefronts", "missing"),
+                                   ("none", "requests"), ("wavefronts", "none"), ("wavefronts", "zero")):
+        assert library.ncu_ratio(counters, numerator, denominator) is None, (numerator, denominator)
+
+
+def test_shared_bank_conflicts_adds_loads_and_stores():
+    ld = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
+    st = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
+    assert library.shared_bank_conflicts({ld: 7.0, st: 5.0, "smsp__inst_executed.sum": 1e9}) == 12.0
+    assert library.shared_bank_conflicts({ld: 7.0}) == 7.0  # a missing counter counts as zero
+    assert library.shared_bank_conflicts({ld: None, st: 5.0}) == 5.0
+    assert library.shared_bank_conflicts({}) == 0
+
+
+def test_counter_helpers_on_the_h100_transpose_counters():
+    # Lab 05's Nsight Compute run on an H100. For 4-byte shared accesses every conflict is one extra
+    # wavefront, so the conflicts are the wavefronts less the instructions, loads and stores alike.
+    kernels = record("lab05-transpose-counters").results["kernels"]
+    wf = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{}.sum"
+    inst = "smsp__sass_inst_executed_op_shared_{}.sum"
+    for name, counters in kernels.items():
+        extra = sum(counters[wf.format(op)] - counters[inst.format(op)] for op in ("ld", "st"))
+        assert library.shared_bank_conflicts(counters) == extra, name
+    # The unpadded tile's column reads: the bank model's 32-way conflict, within 1 %.
+    degree = library.ncu_ratio(kernels["transpose_tile32"], wf.format("ld"), inst.format("ld"))
+    assert degree == pytest.approx(tile_column_access(TILE_32x32, 0).degree, rel=0.01)
+    assert tile_column_access(TILE_32x32, 0).degree == 32
+    assert library.ncu_ratio(kernels["transpose_naive"], wf.format("ld"), inst.format("ld")) is None  # no LDS

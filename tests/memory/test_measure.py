@@ -1,14 +1,24 @@
-"""One training step measured on the CPU by adding up tensor bytes."""
+"""One training step measured on the CPU by adding up tensor bytes; the ledger's prediction and the
+forward account against those measurements and against the H100 measurements of Lab 01's record."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 import torch
 
-from infralens.memory.measure import PHASES, measure_cpu_step, measure_training_step
+from infralens.memory.measure import (
+    PHASES,
+    forward_account,
+    forward_left_out,
+    ledger_prediction,
+    measure_cpu_step,
+    measure_training_step,
+)
 from infralens.models.gpt import GPTConfig
+from infralens.tools.glue import record
 
 B, T, D, H = 2, 16, 32, 4
 
@@ -87,3 +97,138 @@ def test_errors():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="CUDA is not available"):
             measure_training_step(tiny(), B, T, device="cuda")
+
+
+# --- the ledger's prediction ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("precision, checkpoint, per_layer_sbh", [
+    # Korthikanti et al. (2022), Table 2, t = 1: selective recomputation keeps 34 sbh bytes per
+    # layer (2-byte activations), full recomputation the layer's 2-byte input, 2 sbh. fp32: twice.
+    ("amp", False, 34), ("amp", True, 2), ("fp32", False, 68), ("fp32", True, 4),
+])
+def test_ledger_prediction_by_hand(precision, checkpoint, per_layer_sbh):
+    psi, b, s = 1_000_003, 3, 16
+    cfg = GPTConfig(vocab_size=64, n_positions=s, d_model=32, n_layers=5, n_heads=4)
+    got = ledger_prediction(psi, cfg, b, s, precision=precision, checkpoint=checkpoint)
+    # AdamW, no master copy: fp32 weights (4), fp32 gradients (4), exp_avg and exp_avg_sq (8).
+    assert got == {"model": 4 * psi, "forward": 4 * psi + 5 * per_layer_sbh * s * b * 32,
+                   "backward": 8 * psi, "step": 16 * psi, "zero_grad": 12 * psi}
+    assert tuple(got) == PHASES
+
+
+def test_ledger_prediction_is_what_the_cpu_step_holds_outside_the_forward(fp32_step):
+    cfg = GPTConfig(**fp32_step["config"])
+    want = ledger_prediction(fp32_step["num_params"], cfg, B, T, precision="fp32", checkpoint=False)
+    got = {name: phase["allocated"] for name, phase in fp32_step["phases"].items()}
+    assert got["model"] == want["model"] and got["backward"] == want["backward"]
+    # AdamW's per-tensor `step` scalars live on the CPU (measure.py): 4 bytes per parameter tensor
+    # that a CPU run counts and the ledger does not.
+    scalars = 4 * fp32_step["num_param_tensors"]
+    assert got["step"] == want["step"] + scalars and got["zero_grad"] == want["zero_grad"] + scalars
+
+
+def _h100_runs() -> dict[str, dict]:
+    """Lab 01's measurements on an H100 (allocator and tensor bytes), every variant that ran."""
+    return {name: run for name, run in record("lab01-train-step").results["variants"].items()
+            if "error" not in run}
+
+
+def test_ledger_prediction_is_what_the_h100_step_holds_outside_the_forward():
+    runs = _h100_runs()
+    assert runs
+    for name, run in runs.items():
+        want = ledger_prediction(run["num_params"], GPTConfig(**run["config"]), run["batch"],
+                                 run["seq_len"], precision=run["precision"], checkpoint=run["checkpoint"])
+        for phase in ("model", "backward", "step", "zero_grad"):  # the tensors the probe found
+            assert sum(run["phases"][phase]["breakdown"].values()) == want[phase], (name, phase)
+
+
+def test_ledger_prediction_refuses_an_unknown_precision():
+    with pytest.raises(ValueError, match="precision must be one of"):
+        ledger_prediction(1000, tiny(), B, T, precision="fp8", checkpoint=False)
+    # The ledger knows "mixed" (with an fp32 master copy), but no probe here runs it.
+    with pytest.raises(ValueError, match="precision must be one of"):
+        ledger_prediction(1000, tiny(), B, T, precision="mixed", checkpoint=False)
+
+
+# --- the forward account, against the tensors autograd saved ------------------------------------
+
+@functools.cache
+def _cpu_run(precision: str, checkpoint: bool, n_layers: int) -> dict:
+    return measure_cpu_step(tiny(n_layers), B, T, precision=precision, checkpoint=checkpoint)
+
+
+def _accounted(run: dict) -> int:
+    return sum(v for _, v in forward_account(run))
+
+
+def _left_out(run: dict) -> int:
+    """What forward_left_out names, as much of it as the run holds: with checkpointing only the
+    final norm's statistics (the blocks' are recomputed) and the token ids stay."""
+    left = forward_left_out(run)
+    n_layers = run["config"]["n_layers"]
+    if run["checkpoint"]:
+        return left["layernorm_stats"] // (2 * n_layers + 1) + left["token_ids"]
+    return n_layers * left["logsumexp_per_layer"] + left["layernorm_stats"] + left["token_ids"]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp"])
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_one_more_block_saves_what_the_account_and_the_left_out_rows_add(precision, checkpoint):
+    # The difference of two measurements (2 blocks - 1 block) is one block's saved tensors, exact.
+    one, two = _cpu_run(precision, checkpoint, 1), _cpu_run(precision, checkpoint, 2)
+    measured = two["activation_bytes_measured"] - one["activation_bytes_measured"]
+    assert measured == (_accounted(two) - _accounted(one)) + (_left_out(two) - _left_out(one))
+    if not checkpoint:  # the per-row statistics of one block: a log-sum-exp per head, 2 norms x 2
+        assert _left_out(two) - _left_out(one) == B * H * T * 4 + 2 * 2 * B * T * 4
+
+
+@pytest.mark.parametrize("precision", ["fp32", "amp"])
+@pytest.mark.parametrize("d_ff", [2 * D, 200])  # not the 4 d_model of GPT-2
+def test_the_account_follows_the_mlp_width(precision, d_ff):
+    def run(n_layers):
+        cfg = GPTConfig(vocab_size=64, n_positions=T, d_model=D, n_layers=n_layers, n_heads=H, d_ff=d_ff)
+        return measure_cpu_step(cfg, B, T, precision=precision)
+
+    one, two = run(1), run(2)
+    measured = two["activation_bytes_measured"] - one["activation_bytes_measured"]
+    assert measured == (_accounted(two) - _accounted(one)) + (_left_out(two) - _left_out(one))
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_cpu_forward_is_the_account_the_left_out_rows_and_the_position_ids(checkpoint):
+    # fp32 only: under CPU autocast cross-entropy saves fp32 log-probabilities (4 bytes per logit,
+    # not the 6 of CUDA autocast that the account states); the H100 test below checks amp.
+    run = _cpu_run("fp32", checkpoint, 2)
+    rest = run["activation_bytes_measured"] - _accounted(run) - _left_out(run)
+    assert 0 <= rest <= 8 * T + 64  # the int64 position ids (T of them) and a few scalars
+
+
+def test_h100_forward_is_the_account_the_left_out_rows_and_the_position_ids():
+    for name, run in _h100_runs().items():
+        saved = run["phases"]["forward"]["breakdown"]["activations"]
+        rest = saved - _accounted(run) - _left_out(run)
+        assert 0 <= rest <= 8 * run["seq_len"] + 1024, (name, rest)  # positions and scalars
+        assert rest < 1e-5 * saved
+
+
+def test_forward_account_terms_by_hand():
+    b, s, h, L, V = 3, 8, 16, 2, 50
+    run = {"config": {"d_model": h, "n_layers": L, "vocab_size": V, "d_ff": None, "n_heads": 2},
+           "batch": b, "seq_len": s, "precision": "amp", "checkpoint": False}
+    sbh = s * b * h
+    terms = forward_account(run)
+    assert [v for _, v in terms] == [
+        10 * sbh * L,  # q, k, v, the QKV input and the SDPA output, 2 bytes each
+        18 * sbh * L,  # MLP: input (h), GELU input and output (4h each), 2 bytes each
+        8 * sbh * L,  # two fp32 LayerNorm inputs
+        2 * (L * (4 * h * h + 2 * h * 4 * h) + V * h),  # bf16 copies of every matmul weight
+        (4 + 2) * sbh,  # final norm input (fp32), LM-head input (bf16)
+        6 * b * s * V,  # bf16 log-softmax output and its fp32 copy
+    ]
+    assert terms[-1][0] == "cross-entropy (6 bytes per logit)"
+    checkpointed = dict(forward_account({**run, "checkpoint": True, "precision": "fp32"}))
+    assert sum(checkpointed.values()) == 4 * sbh * L + 8 * sbh + 4 * b * s * V  # no weight copies
+    assert forward_left_out(run) == {"logsumexp_per_layer": b * 2 * s * 4,
+                                     "layernorm_stats": (2 * L + 1) * b * s * 8,
+                                     "token_ids": 2 * b * s * 8}

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import pytest
 
-from infralens.memory import count_parameters, teaching_formula, teaching_gap
+from infralens.memory import active_parameters, count_parameters, teaching_formula, teaching_gap
 from infralens.models import load_config, shipped_config, shipped_config_names
 
 from .memory_published_totals import PUBLISHED_TOTALS
@@ -215,3 +215,71 @@ def test_shipped_configs_match_hugging_face(name):
     split = hf_split(cfg)
     assert ours(cfg) == split
     assert sum(split.values()) == PUBLISHED_TOTALS[name]
+
+
+# --- parameters one token uses ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(n for n in PUBLISHED_TOTALS if n != "mixtral-8x7b-v0.1"))
+def test_a_dense_model_uses_every_parameter(name):
+    assert not load_config(shipped_config(name)).is_moe
+    assert active_parameters(shipped_config(name)) == PUBLISHED_TOTALS[name]
+
+
+def test_mixtral_uses_12_9b_of_its_46_7b_parameters():
+    # Mistral AI's announcement of Mixtral 8x7B (December 2023): "46.7B total parameters but only
+    # uses 12.9B parameters per token"; the paper (Jiang et al. 2024) rounds them to 47B and 13B.
+    cfg = shipped_config("mixtral-8x7b-v0.1")
+    assert round(PUBLISHED_TOTALS["mixtral-8x7b-v0.1"] / 1e9, 1) == 46.7
+    assert round(active_parameters(cfg) / 1e9, 1) == 12.9
+    # By hand: 32 layers skip 8 - 2 = 6 SwiGLU experts of 3 x 4096 x 14336 each.
+    assert active_parameters(cfg) == PUBLISHED_TOTALS["mixtral-8x7b-v0.1"] - 32 * 6 * 3 * 4096 * 14336
+
+
+def test_active_parameters_accepts_a_shape_and_a_dict_alike():
+    cfg = small("mixtral", num_local_experts=4, num_experts_per_tok=2)
+    assert active_parameters(load_config(cfg)) == active_parameters(cfg) < count_parameters(cfg).total
+    every_expert = small("mixtral", num_local_experts=4, num_experts_per_tok=4)
+    assert active_parameters(every_expert) == count_parameters(every_expert).total  # none skipped
+
+
+def _experts_without_gradient(model, n_experts: int) -> int:
+    """Parameters of the experts that got no gradient, whichever layout the transformers version
+    stores them in: one fused tensor per projection with the expert first (``experts.down_proj``),
+    or one module per expert (``experts.3.w2.weight``)."""
+    groups: dict[tuple[str, int], list] = {}  # (layer's experts, expert) -> its gradient pieces
+    for name, param in model.named_parameters():
+        if ".experts." not in name:
+            continue
+        grad = param.grad if param.grad is not None else param.new_zeros(param.shape)
+        head, _, rest = name.partition(".experts.")
+        index = rest.split(".")[0]
+        if index.isdigit():
+            groups.setdefault((head, int(index)), []).append(grad)
+        else:
+            assert param.shape[0] == n_experts, name  # fused: (experts, ...)
+            for e in range(n_experts):
+                groups.setdefault((head, e), []).append(grad[e])
+    return sum(sum(g.numel() for g in pieces) for pieces in groups.values()
+               if not any(g.any() for g in pieces))
+
+
+@pytest.mark.parametrize("experts, k", [(4, 2), (3, 1), (8, 2)])
+def test_active_parameters_match_the_experts_hugging_face_routes_one_token_to(experts, k):
+    # One token through a real (tiny, randomly initialized) Mixtral of transformers: the experts
+    # its router did not pick get no gradient; everything else, the whole embedding table
+    # included, counts as used, as active_parameters defines it.
+    transformers = pytest.importorskip(
+        "transformers", reason="transformers is the independent reference for MoE routing")
+    torch = pytest.importorskip("torch", reason="transformers needs torch to build models")
+    transformers.logging.set_verbosity_error()
+    cfg = small("mixtral", num_local_experts=experts, num_experts_per_tok=k, num_key_value_heads=2)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg))
+    model.eval()
+    model(torch.tensor([[7]])).logits.sum().backward()
+    total = sum(p.numel() for p in model.parameters())
+    skipped = _experts_without_gradient(model, experts)
+    one_expert = 3 * 64 * 96  # gate, up and down of d = 64, d_ff = 96
+    assert skipped == cfg["num_hidden_layers"] * (experts - k) * one_expert  # k experts per layer ran
+    assert active_parameters(cfg) == total - skipped

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
-from infralens.memory.report import format_table, human_bytes, human_count
+from infralens.memory.report import Breakdown, format_table, human_bytes, human_count
 
 
 @pytest.mark.parametrize("n, text", [
@@ -40,3 +42,19 @@ def test_table_layout():
 def test_table_with_a_custom_unit_and_short_names():
     table = format_table("Parameters", [("a", 124_439_808)], humanize=human_count, unit="params")
     assert table.splitlines() == ["Parameters", "  item       params", "  a     124,439,808  124.44 M"]
+
+
+@dataclass(frozen=True)
+class _Split(Breakdown):
+    first: int
+    second: int
+    unit: str  # not a line
+
+    LINES = (("first ({unit})", "first"), ("second", "second"))
+
+
+def test_breakdown_rows_are_its_lines_then_their_sum():
+    split = _Split(2, 3, "B")
+    assert split.total == 5
+    assert split.rows() == (("first (B)", 2), ("second", 3), ("total", 5))
+    assert format_table("Split", split.rows()).splitlines()[-1].split()[:2] == ["total", "5"]

@@ -13,7 +13,7 @@ from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
 import pytest
 
 from infralens.memory import zero, zero_model_state_bytes
-from infralens.memory.zero import STAGES, zero_lines
+from infralens.memory.zero import STAGES, ZeroLines, zero_lines
 
 GB = 10**9
 STAGE_OF = {"os": 1, "os+g": 2, "os+g+p": 3}
@@ -109,8 +109,8 @@ def test_section_5_reductions():
 
 def test_lines_and_padding():
     lines = zero_lines(10, 4, 3)  # ceil(10 / 4) = 3 elements per GPU
-    assert lines == (2 * 3, 2 * 3, 12 * 3) and lines.total == 48
-    assert zero_lines(10, 4, 1) == (20, 20, 36)
+    assert lines == ZeroLines(2 * 3, 2 * 3, 12 * 3) and lines.total == 48
+    assert zero_lines(10, 4, 1) == ZeroLines(20, 20, 36)
     assert zero_model_state_bytes(10, 1, 3) == zero_model_state_bytes(10, 1, "ddp") == 160
     assert zero_model_state_bytes(100, 4, 1, k=0) == 400  # SGD: nothing to partition
 
@@ -169,4 +169,10 @@ def test_check_stage():
 def test_fp32_weights_and_gradients_without_a_master_copy():
     # 4 + 4 + 8 bytes per parameter for fp32 AdamW; ZeRO-2 keeps the weights whole.
     lines = zero_lines(1000, 4, 2, k=8, weight_bytes=4, grad_bytes=4)
-    assert lines == (4 * 1000, 4 * 250, 8 * 250) and lines.total == 7000
+    assert lines == ZeroLines(4 * 1000, 4 * 250, 8 * 250) and lines.total == 7000
+
+
+def test_largest_model_is_zero_when_not_one_parameter_fits():
+    # One parameter of mixed-precision Adam state is 2 + 2 + 12 = 16 bytes on one GPU.
+    assert zero.largest_model(15, 1, "ddp") == 0
+    assert zero.largest_model(16, 1, "ddp") == 1

@@ -1,7 +1,9 @@
 """The command-line conventions: one error line, exit status 2, and a run shown as a terminal would."""
 
 import argparse
+import json
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -63,3 +65,91 @@ def test_run_module_shows_stdout_then_stderr_and_returns_a_failure(tmp_path, cap
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["$ " + shlex.join(["python", "-m", "demo_mod", "--flag", "a b"]),
                      "to stdout", "to stderr", "[exit status 3]"]
+
+
+def test_run_module_inherits_this_environment_and_shows_a_success(tmp_path, capsys, monkeypatch):
+    (tmp_path / "env_mod.py").write_text(
+        "import os, sys\nprint(os.environ['INFRALENS_TEST_MARK'], sys.executable)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("INFRALENS_TEST_MARK", "inherited")
+    done = cli.run_module("env_mod", timeout=60)  # no env: the child gets this process's
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout == f"inherited {sys.executable}\n"  # the same interpreter
+    assert capsys.readouterr().out == f"$ python -m env_mod\ninherited {sys.executable}\n[exit status 0]\n"
+
+
+def test_run_module_replaces_the_environment_when_given_one(tmp_path, capsys, monkeypatch):
+    (tmp_path / "env_mod2.py").write_text("import os\nprint(os.environ.get('INFRALENS_TEST_MARK'))\n")
+    monkeypatch.setenv("INFRALENS_TEST_MARK", "not passed on")
+    done = cli.run_module("env_mod2", env={"PYTHONPATH": str(tmp_path)}, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "None\n")
+    capsys.readouterr()
+
+
+def test_run_module_gives_up_after_its_timeout(tmp_path, capsys):
+    (tmp_path / "slow_mod.py").write_text("import time\ntime.sleep(30)\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        cli.run_module("slow_mod", env={"PYTHONPATH": str(tmp_path)}, timeout=1)
+    assert capsys.readouterr().out == ""  # nothing printed for a run that did not finish
+
+
+def test_a_cli_of_this_package_gives_one_line_and_status_2_through_run_module(capsys):
+    # The project's rule for bad input, end to end: one line on stderr, exit status 2.
+    done = cli.run_module("infralens.memory", ["--model", "no-such-model"], timeout=120)
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("infralens.memory: error: ")  # <prog>: error: <reason>
+    assert capsys.readouterr().out.splitlines()[-1] == "[exit status 2]"
+
+
+# --- run_main: the one main of every command line, and --out files -------------------------------
+
+def _demo_parser():
+    parser = cli.OneLineParser(prog="demo")
+    parser.add_argument("--n", type=cli.positive_int, required=True)
+    return parser
+
+
+def test_run_main_runs_what_prepare_returned(capsys):
+    ran = []
+    assert cli.run_main("demo", ["--n", "3"], lambda a: _demo_parser().parse_args(a).n, ran.append) == 0
+    assert ran == [3]
+    assert cli.run_main("demo", ["--n", "3"], lambda a: None, lambda _: 5) == 5  # run's own status
+    assert cli.run_main("demo", [], lambda a: None) == 0  # nothing to run
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("argv, words", [([], "--n"), (["--n", "0"], "positive"), (["--n", "7"], "odd")])
+def test_run_main_turns_bad_input_into_one_line_and_status_2(argv, words, capsys):
+    def prepare(a):
+        n = _demo_parser().parse_args(a).n
+        if n % 2:
+            raise ValueError(f"an odd n:\n{n}")  # folded onto one line
+        return n
+
+    ran = []
+    assert cli.run_main("demo", argv, prepare, ran.append) == 2
+    err = capsys.readouterr().err
+    assert not ran and err.startswith("demo: error: ") and words in err and err.count("\n") == 1
+
+
+def test_run_main_passes_help_through_and_leaves_run_errors_alone(capsys):
+    assert cli.run_main("demo", ["--help"], lambda a: _demo_parser().parse_args(a)) == 0
+    assert "--n" in capsys.readouterr().out
+
+    def fails(_):
+        raise ValueError("a bug, not bad input")
+
+    with pytest.raises(ValueError, match="a bug"):  # the program's errors keep their traceback
+        cli.run_main("demo", ["--n", "2"], lambda a: None, fails)
+    with pytest.raises(KeyError):  # an error that is not among `errors`
+        cli.run_main("demo", [], lambda a: {}["missing"])
+    assert cli.run_main("demo", [], lambda a: {}["missing"], errors=(KeyError,)) == 2
+
+
+def test_write_json_replaces_the_file_whole(tmp_path):
+    out = tmp_path / "out.json"
+    out.write_text("old")
+    cli.write_json(str(out), {"a": [1, 2]})
+    assert json.loads(out.read_text()) == {"a": [1, 2]}
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no .partial left behind

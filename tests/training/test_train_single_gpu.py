@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from infralens.memory import activation_bytes_per_layer, training_ledger
+from infralens.memory.measure import layer_saved_bytes
 from infralens.models.gpt import GPT, GPTConfig
 from infralens.training.train_single_gpu import (
     MemoryWatch,
     NoWatch,
     TokenWindows,
     TrainConfig,
-    layer_saved_bytes,
     ledger_by_phase,
     loss_floor,
     main,

@@ -6,15 +6,18 @@ import pytest
 
 from infralens.memory import count_parameters, kv_cache_bytes
 from infralens.models import load_config, shipped_config, shipped_config_names
+from infralens.models.config import ConfigError
 from infralens.transformer.flops import (
     active_mlp_params_per_layer,
     attention_crossover_context,
     attention_window,
     causal_mean_context,
     decode_step,
+    fmt_gflop,
     forward_flops_per_token,
     matmul_params,
     palm_training_flops_per_token,
+    trained_context,
     training_flops_per_token,
 )
 
@@ -115,3 +118,46 @@ def test_decode_step_reads_only_the_window():
     assert step.kv_bytes == kv_cache_bytes(shape, 2, 4096)
     assert step.flops_attention == 2 * 4 * 32 * 32 * 128 * 4096
     assert decode_step(shape, batch=2, context=32768).kv_bytes == kv_cache_bytes(shape, 2, 32768)
+
+
+# Sequence lengths the models were trained at, as their papers and announcements give them.
+PUBLISHED_TRAINING_CONTEXT = {
+    "gpt2": 1024,  # Radford et al. (2019): "increase the context size from 512 to 1024 tokens"
+    "gpt2-medium": 1024,  # the same paper, every GPT-2 size
+    "llama-2-7b": 4096,  # Touvron et al. (2023), Table 1: context length 4k
+    "llama-2-13b": 4096,
+    "llama-3-8b": 8192,  # Meta's Llama 3 announcement (2024): sequences of 8,192 tokens
+    "llama-3-70b": 8192,
+    "mistral-7b-v0.1": 8192,  # Jiang et al. (2023), Table 1: context_len 8192
+    "mixtral-8x7b-v0.1": 32768,  # Jiang et al. (2024): "trained with a context size of 32k tokens"
+    "tinyllama-1.1b": 2048,  # Zhang et al. (2024), TinyLlama: sequence length 2,048
+    "qwen2-0.5b": 32768,  # Yang et al. (2024), Qwen2 report: context raised from 4,096 to 32,768
+    "qwen2-7b": 32768,  # in the last phase of pre-training; 128K only with YaRN and DCA
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_TRAINING_CONTEXT))
+def test_trained_context_is_the_published_one(name):
+    assert trained_context(name) == PUBLISHED_TRAINING_CONTEXT[name]
+
+
+def test_trained_context_falls_back_to_the_config():
+    # Mistral's config accepts 32,768 positions, but it was trained at 8,192: the exception table
+    # wins. GPT-2 has n_positions, the Llama family max_position_embeddings.
+    assert shipped_config("mistral-7b-v0.1")["max_position_embeddings"] == 32768
+    assert trained_context("gpt2") == shipped_config("gpt2")["n_positions"]
+    assert trained_context("llama-3-8b") == shipped_config("llama-3-8b")["max_position_embeddings"]
+    with pytest.raises(ConfigError, match="no shipped config 'gpt-5'"):
+        trained_context("gpt-5")
+
+
+@pytest.mark.parametrize("flops, text", [
+    (1.406e11, "140.6 GFLOP"),  # the docstring's example
+    (0, "0.0 GFLOP"),
+    (1e9, "1.0 GFLOP"),
+    (1.234567e13, "12,345.7 GFLOP"),  # thousands separated, one decimal
+    (Fraction(281, 2) * 10**9, "140.5 GFLOP"),  # the FLOP counts of this module are Fractions
+    (2 * 8_030_261_248, "16.1 GFLOP"),  # an int
+])
+def test_fmt_gflop(flops, text):
+    assert fmt_gflop(flops) == text

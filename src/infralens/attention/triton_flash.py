@@ -362,7 +362,7 @@ def compile_summary(head_dim: int, causal: bool, config: tuple[int, int, int, in
 def _main(argv: list[str] | None = None) -> int:
     import json
 
-    from infralens.tools.cli import OneLineParser, UsageError, one_line_error
+    from infralens.tools.cli import OneLineParser, UsageError, run_main
 
     parser = OneLineParser(
         prog="python -m infralens.attention.triton_flash",
@@ -371,19 +371,17 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--config", action="append", default=[], metavar="BM,BN,WARPS,STAGES")
     parser.add_argument("--strided", action="store_true", help="do not assume unit inner strides")
-    try:
+
+    def summaries(argv: list[str] | None) -> list[dict]:  # compiling fails on a bad config too
         args = parser.parse_args(argv)
         configs = [tuple(int(v) for v in c.split(",")) for c in args.config]
         if not configs or any(len(c) != 4 for c in configs):
             raise ValueError("give --config BM,BN,WARPS,STAGES at least once")
-        for cfg in configs:
-            print(json.dumps(compile_summary(args.head_dim, args.causal, cfg,
-                                             unit_stride=not args.strided)))
-    except SystemExit as err:  # argparse's own exit (help: 0, usage error: 2)
-        return int(err.code or 0)
-    except (UsageError, ValueError, RuntimeError) as err:
-        return one_line_error(parser.prog, err)
-    return 0
+        return [compile_summary(args.head_dim, args.causal, cfg, unit_stride=not args.strided)
+                for cfg in configs]
+
+    return run_main(parser.prog, argv, summaries, lambda rows: print(*map(json.dumps, rows), sep="\n"),
+                    errors=(UsageError, ValueError, RuntimeError))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from infralens.hardware import CC_LIMITS, KIB, SMLimits, Spec
+from infralens.tools.checks import require_positive
 
 __all__ = [
     "AllocationRules", "RULES", "Kernel", "Occupancy", "occupancy", "max_registers_for",
@@ -303,6 +304,7 @@ def max_static_smem_for(threads_per_block: int, blocks_per_sm: int, registers_pe
     Tiles are tried in steps of the allocation unit up to the 48 KiB a static allocation may use
     (more needs dynamic shared memory and the opt-in); returns 0 if no tile achieves it.
     """
+    require_positive(blocks_per_sm=blocks_per_sm)
     _, rules = _limits(cc)
     unit = rules.smem_allocation_unit.value
     for tile in range(rules.smem_per_block_default.value // unit * unit, 0, -unit):

@@ -29,12 +29,12 @@ the standard library.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 
 __all__ = [
     "KIB", "MIB", "GIB", "KB", "MB", "GB", "TB",
-    "Spec", "SMLimits", "GPU", "CC_LIMITS", "GPUS", "DTYPES",
+    "Spec", "SMLimits", "GPU", "CC_LIMITS", "ARCHITECTURES", "GPUS", "DTYPES",
 ]
 
 # --- units -------------------------------------------------------------------------------
@@ -111,6 +111,13 @@ CC_LIMITS: Mapping[tuple[int, int], SMLimits] = MappingProxyType({
 })
 # [/hardware:cc-limits]
 
+#: The architecture (and its chip) of each compute capability this module has GPUs of.
+ARCHITECTURES: Mapping[tuple[int, int], str] = MappingProxyType({
+    (8, 0): "Ampere (GA100)",
+    (9, 0): "Hopper (GH100)",
+    (10, 0): "Blackwell (two dies)",
+})
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -119,9 +126,7 @@ class GPU:
     ``None`` means: not published by the vendor and not stored.
     """
 
-    key: str
     name: str
-    arch: str
     compute_capability: tuple[int, int]
     memory_type: str
     sm_count: Spec | None
@@ -140,6 +145,16 @@ class GPU:
     boost_clock_hz: Spec | None = None
     #: Names the CUDA driver reports for exactly this product (torch.cuda.get_device_name()).
     device_names: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The short name GPUS is keyed by: the model number, lower case ("h100")."""
+        return self.name.split()[0].lower()
+
+    @property
+    def arch(self) -> str:
+        """The architecture, which the compute capability names."""
+        return ARCHITECTURES[self.compute_capability]
 
     def matches(self, device_name: str) -> bool:
         """True if ``device_name`` (as the driver reports it) is this product and form factor.
@@ -172,18 +187,27 @@ _NVLINK_NOTE = ("Total over both directions and all NVLink links of one GPU, as 
                 "each direction carries half.")
 _SPARSE_NOTE = "Printed with an asterisk: 2:4 structured sparsity. Dense is half."
 
+
+def _hbm(gib: int, source: str, printed_by: str, driver_total: int | None = None) -> Spec:
+    """An HBM capacity the vendor prints as '<gib>GB', stored as binary GiB (see the module
+    docstring), with the total the driver reports where a device query has read it."""
+    note = (f"{printed_by} prints '{gib}GB'; stored as {gib} GiB (capacities are read as binary; "
+            "see the module docstring).")
+    if driver_total is not None:
+        note += (f" The driver reports {driver_total:,} B ({driver_total / GIB:.1f} GiB) in total: "
+                 f"between a decimal {gib} GB and {gib} GiB, so slightly less than the stored value "
+                 "is usable.")
+    return Spec(gib * GIB, "B", source, note)
+
+
 # [hardware:gpus]
 A100 = GPU(
-    key="a100",
     name="A100 SXM4 80GB",
-    arch="Ampere (GA100)",
     compute_capability=(8, 0),
     memory_type="HBM2e",
+    device_names=("NVIDIA A100-SXM4-80GB",),
     sm_count=Spec(108, "SMs", "nvidia2020a100whitepaper"),
-    hbm_capacity_bytes=Spec(
-        80 * GIB, "B", "nvidia2021a100datasheet",
-        "Datasheet prints '80GB'; stored as 80 GiB (capacities are read as binary; see the "
-        "module docstring)."),
+    hbm_capacity_bytes=_hbm(80, "nvidia2021a100datasheet", "Datasheet"),
     hbm_bandwidth_bytes_per_s=Spec(2039 * GB, "B/s", "nvidia2021a100datasheet",
                                    "SXM 80GB column: 2,039 GB/s."),
     l2_bytes=Spec(40 * MIB, "B", "nvidia2020a100whitepaper",
@@ -199,22 +223,16 @@ A100 = GPU(
         2048, "FLOP/clock/SM", "nvidia2020a100whitepaper",
         "256 FP16 FMA per clock per Tensor Core, 4 Tensor Cores per SM."),
     boost_clock_hz=Spec(1410 * 10**6, "Hz", "nvidia2020a100whitepaper"),
-    device_names=("NVIDIA A100-SXM4-80GB",),
 )
 
 H100 = GPU(
-    key="h100",
     name="H100 SXM5 80GB",
-    arch="Hopper (GH100)",
     compute_capability=(9, 0),
     memory_type="HBM3",
+    device_names=("NVIDIA H100 80GB HBM3",),
     sm_count=Spec(132, "SMs", "nvidia2022h100whitepaper",
                   "Full GH100 has 144 SMs; the SXM5 product enables 132."),
-    hbm_capacity_bytes=Spec(
-        80 * GIB, "B", "nvidia2022h100datasheet",
-        "Datasheet prints '80GB'; stored as 80 GiB (capacities are read as binary; see the "
-        "module docstring). The driver reports 85,017,493,504 B (79.2 GiB) in total: between "
-        "a decimal 80 GB and 80 GiB, so slightly less than the stored value is usable."),
+    hbm_capacity_bytes=_hbm(80, "nvidia2022h100datasheet", "Datasheet", driver_total=85_017_493_504),
     hbm_bandwidth_bytes_per_s=Spec(
         3.35 * TB, "B/s", "nvidia2022h100datasheet",
         "The driver reports a 5120-bit bus at 2619 MHz (DDR): 3.352e12 B/s."),
@@ -231,25 +249,23 @@ H100 = GPU(
         4096, "FLOP/clock/SM", "nvidia2022h100whitepaper",
         "The whitepaper gives the H100 SM twice the A100 SM's dense MMA rate, clock for clock."),
     boost_clock_hz=None,  # Not printed consistently for the peak rates: implied_tensor_clock_hz.
-    device_names=("NVIDIA H100 80GB HBM3",),
 )
 
-H200 = GPU(
-    key="h200",
+
+# The H200 is an H100 SXM with more and faster memory: the same GH100 compute configuration, so
+# its compute numbers are the H100's (NVIDIA's H200 page prints the same sparse rates as the H100
+# SXM datasheet, and no dense ones). What differs, or has a source of its own, is replaced.
+H200 = replace(
+    H100,
     name="H200 SXM 141GB",
-    arch="Hopper (GH100)",
-    compute_capability=(9, 0),
     memory_type="HBM3e",
+    device_names=("NVIDIA H200",),
     sm_count=Spec(
         132, "SMs", _MEASURED,
         "Not printed on NVIDIA's H200 page. Its peak rates equal the H100 SXM's "
         "(same GH100 configuration), and cuDeviceGetAttribute on an H200 reports 132.",
         uncertain=True),
-    hbm_capacity_bytes=Spec(
-        141 * GIB, "B", "nvidia2024h200",
-        "NVIDIA prints '141GB'; stored as 141 GiB (capacities are read as binary; see the "
-        "module docstring). The driver reports 150,109,880,320 B (139.8 GiB) in total: between "
-        "a decimal 141 GB and 141 GiB, so slightly less than the stored value is usable."),
+    hbm_capacity_bytes=_hbm(141, "nvidia2024h200", "NVIDIA", driver_total=150_109_880_320),
     hbm_bandwidth_bytes_per_s=Spec(
         4.8 * TB, "B/s", "nvidia2024h200",
         "The driver reports a 6016-bit bus at 3201 MHz (DDR): 4.814e12 B/s."),
@@ -258,28 +274,16 @@ H200 = GPU(
         "Not printed by NVIDIA for H200. cuDeviceGetAttribute reports 62,914,560 B = 60 MiB "
         "(the H100 SXM5 reports 50 MiB).",
         uncertain=True),
-    dense_bf16_flops=Spec(
-        989.4 * TB, "FLOP/s", "nvidia2022h100whitepaper",
-        "NVIDIA's H200 page prints the same sparse rates as the H100 SXM datasheet; "
-        "the dense rate is therefore the H100's."),
-    dense_fp16_flops=Spec(989.4 * TB, "FLOP/s", "nvidia2022h100whitepaper",
-                          "Same as H100 SXM; see dense_bf16_flops."),
-    dense_fp8_flops=Spec(1978.9 * TB, "FLOP/s", "nvidia2022h100whitepaper",
-                         "Same as H100 SXM; see dense_bf16_flops."),
     sparse_bf16_flops=Spec(1979 * TB, "FLOP/s", "nvidia2024h200", _SPARSE_NOTE),
     sparse_fp8_flops=Spec(3958 * TB, "FLOP/s", "nvidia2024h200", _SPARSE_NOTE),
     nvlink_bandwidth_bytes_per_s=Spec(900 * GB, "B/s", "nvidia2024h200", _NVLINK_NOTE),
-    dense_bf16_flop_per_clock_per_sm=Spec(
-        4096, "FLOP/clock/SM", "nvidia2022h100whitepaper", "Hopper SM, as H100."),
-    device_names=("NVIDIA H200",),
 )
 
 B200 = GPU(
-    key="b200",
     name="B200 (HGX B200)",
-    arch="Blackwell (two dies)",
     compute_capability=(10, 0),
     memory_type="HBM3e",
+    device_names=("NVIDIA B200",),
     sm_count=Spec(
         148, "SMs", "vegamyhre2026update",
         "Not published by NVIDIA. Reported by cudaGetDeviceProperties on a B200 in a "
@@ -314,7 +318,6 @@ B200 = GPU(
                           _SPARSE_NOTE + " Per GPU: 72 PFLOP/s / 8."),
     nvlink_bandwidth_bytes_per_s=Spec(1800 * GB, "B/s", "nvidia2025hgx",
                                       "Fifth-generation NVLink. " + _NVLINK_NOTE),
-    device_names=("NVIDIA B200",),
 )
 # [/hardware:gpus]
 

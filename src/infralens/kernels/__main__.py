@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from infralens.kernels.library import SOURCES, CudaError, build, torch_module
-from infralens.tools.cli import OneLineParser, UsageError, positive_int
+from infralens.tools.cli import OneLineParser, UsageError, positive_int, run_main
 from infralens.tools.nvcc import ARCHS, BuildError
 
 
@@ -59,16 +59,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     drv.add_argument("--n", type=positive_int, default=(1 << 24) + 3, help="elements (reduce)")
     drv.add_argument("--rows", type=positive_int, default=4096 + 7, help="rows (transpose)")
     drv.add_argument("--cols", type=positive_int, default=4096 + 5, help="columns (transpose)")
-    try:
-        args = parser.parse_args(argv)
-        if args.command == "report":
-            _report(args)
-        else:
-            _ncu_driver(args)
-    except (UsageError, BuildError, CudaError, ValueError) as err:
-        print(f"{parser.prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    return 0
+    # The whole command is prepared: a build or a launch fails on the reader's input too.
+    return run_main(parser.prog, argv, lambda a: _command(parser.parse_args(a)),
+                    errors=(UsageError, BuildError, CudaError, ValueError))
+
+
+def _command(args: argparse.Namespace) -> None:
+    if args.command == "report":
+        _report(args)
+    else:
+        _ncu_driver(args)
 
 
 if __name__ == "__main__":

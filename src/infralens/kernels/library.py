@@ -78,9 +78,12 @@ VOID_P, LONGLONG, INT = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int
 class Library:
     """A built shared library with its error helpers; :meth:`check` turns codes into exceptions."""
 
-    def __init__(self, build_: nvcc.Build):
-        self.build = build_
-        self.lib = ctypes.CDLL(str(build_.library))
+    SOURCE = ""  # a subclass's source, a key of SOURCES: built when no build is given
+
+    def __init__(self, build_: nvcc.Build | None = None):
+        self.build = build_ or build(self.SOURCE)
+        self.lib = ctypes.CDLL(str(self.build.library))
+        self.fns: dict[str, Callable[..., int]] = {}
         for helper in ("infralens_error_string", "infralens_error_name"):
             getattr(self.lib, helper).restype = ctypes.c_char_p
             getattr(self.lib, helper).argtypes = [INT]
@@ -91,10 +94,17 @@ class Library:
             message = self.lib.infralens_error_string(code).decode()
             raise CudaError(call, code, name, message)
 
-    def _fn(self, name: str, argtypes: list) -> Callable[..., int]:
-        fn = getattr(self.lib, name)
-        fn.argtypes, fn.restype = argtypes, INT
+    def _fn(self, name: str, argtypes: list, restype=INT) -> Callable[..., int]:
+        fn = self.fns[name] = getattr(self.lib, name)
+        fn.argtypes, fn.restype = argtypes, restype
         return fn
+
+    def launch(self, name: str, keep: tuple, *args, call: str | None = None) -> Launch:
+        """A :class:`Launch` of the C function ``name`` (declared with :meth:`_fn`) on ``args`` and
+        PyTorch's current stream on the device of ``keep[0]``: every launcher takes the stream last.
+        ``call`` names the launch in errors (default: ``name``)."""
+        return Launch(keep, self, call or name, self.fns[name],
+                      (*args, current_stream(keep[0].device)))
 
 
 class Launch:

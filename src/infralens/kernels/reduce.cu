@@ -101,7 +101,18 @@ extern "C" __global__ void reduce2_interleaved_strided(const float* __restrict__
 // [/reduce:rung2]
 
 // [reduce:rung3]
-// Rung 3: sequential addressing. Fold the upper half of the live slots onto the lower half.
+// Rung 3: sequential addressing. Fold the upper half of the live slots onto the lower half, level
+// after level, until `live` sums are left in s[0 .. live - 1] (1: the block's total in s[0]).
+// Rungs 4 and 5 keep this tree.
+__device__ __forceinline__ void fold_halves(float* s, unsigned tid, unsigned live) {
+  for (unsigned stride = kBlock / 2; stride >= live; stride >>= 1) {
+    // Thread t adds slot t+stride into slot t: consecutive lanes read consecutive words, one per
+    // bank, so no conflicts; the active threads stay contiguous, as in rung 2.
+    if (tid < stride) s[tid] += s[tid + stride];
+    __syncthreads();  // protects: this level's sums are complete before the next level reads them
+  }
+}
+
 extern "C" __global__ void reduce3_sequential(const float* __restrict__ x, float* out, float* partials,
                                               long long n) {
   __shared__ float s[kBlock];
@@ -109,12 +120,7 @@ extern "C" __global__ void reduce3_sequential(const float* __restrict__ x, float
   long long i = (long long)blockIdx.x * kBlock + tid;
   s[tid] = (i < n) ? x[i] : 0.0f;
   __syncthreads();  // protects: the block's elements are all in s before the first level
-  for (unsigned stride = kBlock / 2; stride > 0; stride >>= 1) {
-    // Thread t adds slot t+stride into slot t: consecutive lanes read consecutive words, one per
-    // bank, so no conflicts; the active threads stay contiguous, as in rung 2.
-    if (tid < stride) s[tid] += s[tid + stride];
-    __syncthreads();  // protects: this level's sums are complete before the next level reads them
-  }
+  fold_halves(s, tid, 1);
   if (tid == 0) publish(s[0], out, partials);
 }
 // [/reduce:rung3]
@@ -132,10 +138,7 @@ extern "C" __global__ void reduce4_first_add(const float* __restrict__ x, float*
   if (i + kBlock < n) v += x[i + kBlock];  // both loads coalesced: each warp reads 128 bytes
   s[tid] = v;
   __syncthreads();  // protects: the block's pair sums are all in s before the first level
-  for (unsigned stride = kBlock / 2; stride > 0; stride >>= 1) {
-    if (tid < stride) s[tid] += s[tid + stride];
-    __syncthreads();  // protects: this level's sums are complete before the next level reads them
-  }
+  fold_halves(s, tid, 1);  // rung 3's tree, over half as many blocks
   if (tid == 0) publish(s[0], out, partials);
 }
 // [/reduce:rung4]
@@ -154,10 +157,7 @@ extern "C" __global__ void reduce5_warp_shuffle(const float* __restrict__ x, flo
   if (i + kBlock < n) v += x[i + kBlock];
   s[tid] = v;
   __syncthreads();  // protects: the block's pair sums are all in s before the first level
-  for (unsigned stride = kBlock / 2; stride > kWarp; stride >>= 1) {  // stop at 64 live values
-    if (tid < stride) s[tid] += s[tid + stride];
-    __syncthreads();  // protects: this level's sums are complete before the next level reads them
-  }
+  fold_halves(s, tid, 2 * kWarp);  // rung 4's tree, stopped at 64 live values
   if (tid < kWarp) {
     v = s[tid] + s[tid + kWarp];  // 64 values -> 32, one per lane of warp 0
     for (int offset = kWarp / 2; offset > 0; offset >>= 1)

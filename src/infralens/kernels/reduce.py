@@ -10,17 +10,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 
-from infralens.kernels.library import (
-    INT,
-    LONGLONG,
-    VOID_P,
-    Launch,
-    Library,
-    build,
-    check_output,
-    current_stream,
-    torch_module,
-)
+from infralens.kernels.library import INT, LONGLONG, VOID_P, Library, check_output, torch_module
 from infralens.tools import ncu, nvcc
 
 REDUCE_RUNGS = (
@@ -96,19 +86,17 @@ class ReduceKernels(Library):
     """The reduction ladder of ``reduce.cu``: ``kernels.sum(x, rung)`` for every rung in ``RUNGS``."""
 
     RUNGS = REDUCE_RUNGS
+    SOURCE = "reduce"
 
     def __init__(self, build_: nvcc.Build | None = None):
-        super().__init__(build_ or build("reduce"))
-        tree = [VOID_P, VOID_P, LONGLONG, VOID_P]
-        self._launch = {r: self._fn(f"launch_{r}", tree) for r in REDUCE_RUNGS[:-1]}
-        self._launch["reduce6_grid_stride"] = self._fn(
-            "launch_reduce6_grid_stride", [VOID_P, VOID_P, VOID_P, INT, LONGLONG, VOID_P])
-        self._copy = self._fn("launch_copy_vec4", [VOID_P, VOID_P, LONGLONG, VOID_P])
+        super().__init__(build_)
+        for rung in REDUCE_RUNGS[:-1]:
+            self._fn(f"launch_{rung}", [VOID_P, VOID_P, LONGLONG, VOID_P])
+        self._fn("launch_reduce6_grid_stride", [VOID_P, VOID_P, VOID_P, INT, LONGLONG, VOID_P])
+        self._fn("launch_copy_vec4", [VOID_P, VOID_P, LONGLONG, VOID_P])
         self._grid = self._fn("reduce6_grid_size", [ctypes.POINTER(INT)])
-        self._block_sums = self._fn("launch_reduce_block_sums",
-                                    [INT, VOID_P, VOID_P, LONGLONG, LONGLONG, VOID_P])
-        self._tree_blocks = self.lib.reduce_tree_blocks
-        self._tree_blocks.argtypes, self._tree_blocks.restype = [INT, LONGLONG], LONGLONG
+        self._fn("launch_reduce_block_sums", [INT, VOID_P, VOID_P, LONGLONG, LONGLONG, VOID_P])
+        self._tree_blocks = self._fn("reduce_tree_blocks", [INT, LONGLONG], restype=LONGLONG)
 
     def grid_size(self) -> int:
         """Blocks in rung 6's fixed grid on the current device (SMs x resident blocks per SM)."""
@@ -118,22 +106,20 @@ class ReduceKernels(Library):
 
     def bind(self, rung: str, x, out=None, partials=None) -> Callable[[], None]:
         """A no-argument launcher of one rung on fixed tensors: validated once, for timing loops."""
-        if rung not in self._launch:
+        if rung not in REDUCE_RUNGS:
             raise ValueError(f"unknown rung {rung!r}: expected one of {', '.join(REDUCE_RUNGS)}")
         torch = torch_module()
         check_reduce_input(x, vector=rung == "reduce6_grid_stride")
         out = torch.empty(1, dtype=torch.float32, device=x.device) if out is None else out
         check_output(out, x, 1, "out")
-        fn, stream, n = self._launch[rung], current_stream(x.device), x.numel()
-        if rung == "reduce6_grid_stride":
-            blocks = self.grid_size()
-            if partials is None:
-                partials = torch.empty(blocks, dtype=torch.float32, device=x.device)
-            check_output(partials, x, blocks, "partials")
-            args = (x.data_ptr(), out.data_ptr(), partials.data_ptr(), partials.numel(), n, stream)
-        else:
-            args = (x.data_ptr(), out.data_ptr(), n, stream)
-        return Launch((x, out, partials), self, f"launch_{rung}", fn, args)
+        if rung != "reduce6_grid_stride":
+            return self.launch(f"launch_{rung}", (x, out), x.data_ptr(), out.data_ptr(), x.numel())
+        blocks = self.grid_size()
+        if partials is None:
+            partials = torch.empty(blocks, dtype=torch.float32, device=x.device)
+        check_output(partials, x, blocks, "partials")
+        return self.launch(f"launch_{rung}", (x, out, partials), x.data_ptr(), out.data_ptr(),
+                           partials.data_ptr(), partials.numel(), x.numel())
 
     def sum(self, x, rung: str = "reduce6_grid_stride", *, out=None, partials=None):
         """Launch one rung on ``x`` and return ``out`` (a float32 tensor whose element 0 is the sum)."""
@@ -170,9 +156,8 @@ class ReduceKernels(Library):
         check_reduce_input(x)
         blocks = self.tree_blocks(rung, x.numel())
         check_output(partials, x, blocks, "partials")
-        return Launch((x, partials), self, "launch_reduce_block_sums", self._block_sums,
-                       (REDUCE_RUNGS.index(rung), x.data_ptr(), partials.data_ptr(),
-                        partials.numel(), x.numel(), current_stream(x.device)))
+        return self.launch("launch_reduce_block_sums", (x, partials), REDUCE_RUNGS.index(rung),
+                           x.data_ptr(), partials.data_ptr(), partials.numel(), x.numel())
 
     def bind_copy(self, x, y) -> Callable[[], None]:
         """A no-argument launcher of the float4 copy ``y[:] = x`` (the ceiling for the ladder)."""
@@ -180,8 +165,7 @@ class ReduceKernels(Library):
         check_reduce_input(y, vector=True)
         if y.numel() != x.numel() or y.device != x.device:
             raise ValueError("y must have as many elements as x, on the same device")
-        return Launch((x, y), self, "launch_copy_vec4", self._copy,
-                       (x.data_ptr(), y.data_ptr(), x.numel(), current_stream(x.device)))
+        return self.launch("launch_copy_vec4", (x, y), x.data_ptr(), y.data_ptr(), x.numel())
 
 
 

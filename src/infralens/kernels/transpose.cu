@@ -1,7 +1,7 @@
 // Lab 05: matrix transpose and shared-memory bank conflicts. out (cols x rows) = in (rows x cols)
 // transposed, float32, both row-major. A copy kernel sets the ceiling; the transposes climb from
-// a naive kernel to a padded shared-memory tile, one change per kernel. Each kernel has an
-// extern "C" launcher that validates its arguments, checks the grid against the device's limits
+// a naive kernel to a padded shared-memory tile, one change per kernel. One extern "C" launcher
+// takes a kernel by number, validates its arguments, checks the grid against the device's limits
 // and returns the cudaError_t of the launch (0 on success).
 //
 // Shared memory (compute capability 5.0 and later, so sm_80 and sm_90): 32 banks, each 4 bytes
@@ -136,8 +136,8 @@ extern "C" __global__ void transpose_swizzle(const float* __restrict__ in, float
 // [/transpose:swizzle]
 
 // ---------------------------------------------------------------------------------------------
-// Launchers: argument checks, grid from the shape, grid checked against the device, launch on the
-// caller's stream, cudaGetLastError() returned.
+// The launcher: argument checks, grid from the shape, grid checked against the device, launch on
+// the caller's stream, cudaGetLastError() returned.
 // ---------------------------------------------------------------------------------------------
 
 extern "C" const char* infralens_error_string(int code) {
@@ -163,26 +163,22 @@ static int launch(void (*kernel)(const float*, float*, int, int), int thread_row
 }
 // [/transpose:launch]
 
-extern "C" int launch_copy_tile(const float* in, float* out, int rows, int cols, cudaStream_t s) {
-  return launch(copy_tile, kRows, in, out, rows, cols, s);
-}
-extern "C" int launch_transpose_naive(const float* in, float* out, int rows, int cols,
-                                      cudaStream_t s) {
-  return launch(transpose_naive, kTile, in, out, rows, cols, s);
-}
-extern "C" int launch_transpose_tile32(const float* in, float* out, int rows, int cols,
-                                       cudaStream_t s) {
-  return launch(transpose_tile32, kTile, in, out, rows, cols, s);
-}
-extern "C" int launch_transpose_tile33(const float* in, float* out, int rows, int cols,
-                                       cudaStream_t s) {
-  return launch(transpose_tile33, kTile, in, out, rows, cols, s);
-}
-extern "C" int launch_transpose_tile33_rows(const float* in, float* out, int rows, int cols,
-                                            cudaStream_t s) {
-  return launch(transpose_tile33_rows, kRows, in, out, rows, cols, s);
-}
-extern "C" int launch_transpose_swizzle(const float* in, float* out, int rows, int cols,
-                                        cudaStream_t s) {
-  return launch(transpose_swizzle, kRows, in, out, rows, cols, s);
+// The kernels a caller launches by number: their order in this file (TRANSPOSE_KERNELS in
+// transpose.py), each with the thread rows of its blocks.
+struct TransposeKernel {
+  void (*kernel)(const float*, float*, int, int);
+  int thread_rows;
+};
+constexpr TransposeKernel kKernels[] = {
+    {copy_tile, kRows},        {transpose_naive, kTile},       {transpose_tile32, kTile},
+    {transpose_tile33, kTile}, {transpose_tile33_rows, kRows}, {transpose_swizzle, kRows},
+};
+constexpr int kNumKernels = sizeof(kKernels) / sizeof(kKernels[0]);
+
+extern "C" int transpose_num_kernels() { return kNumKernels; }
+
+extern "C" int launch_transpose(int k, const float* in, float* out, int rows, int cols,
+                                cudaStream_t stream) {
+  if (k < 0 || k >= kNumKernels) return cudaErrorInvalidValue;
+  return launch(kKernels[k].kernel, kKernels[k].thread_rows, in, out, rows, cols, stream);
 }

@@ -9,18 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from infralens.kernels.library import (
-    INT,
-    VOID_P,
-    Launch,
-    Library,
-    build,
-    check_output,
-    current_stream,
-    torch_module,
-)
+from infralens.kernels.library import INT, VOID_P, Library, check_output, torch_module
 from infralens.tools import ncu, nvcc
 
+#: The kernels of transpose.cu in the order it defines them, the numbers its launcher takes.
 TRANSPOSE_KERNELS = (
     "copy_tile",
     "transpose_naive",
@@ -58,20 +50,20 @@ class TransposeKernels(Library):
     """
 
     KERNELS = TRANSPOSE_KERNELS
+    SOURCE = "transpose"
 
     def __init__(self, build_: nvcc.Build | None = None):
-        super().__init__(build_ or build("transpose"))
-        self._launch = {k: self._fn(f"launch_{k}", [VOID_P, VOID_P, INT, INT, VOID_P])
-                        for k in TRANSPOSE_KERNELS}
+        super().__init__(build_)
+        self._fn("launch_transpose", [INT, VOID_P, VOID_P, INT, INT, VOID_P])
 
     def bind(self, kernel: str, x, out) -> Callable[[], None]:
-        if kernel not in self._launch:
+        if kernel not in TRANSPOSE_KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}: expected one of {', '.join(TRANSPOSE_KERNELS)}")
         check_transpose_input(x)
         check_output(out, x, x.numel(), "out")
         rows, cols = x.shape
-        return Launch((x, out), self, f"launch_{kernel}", self._launch[kernel],
-                       (x.data_ptr(), out.data_ptr(), rows, cols, current_stream(x.device)))
+        return self.launch("launch_transpose", (x, out), TRANSPOSE_KERNELS.index(kernel),
+                           x.data_ptr(), out.data_ptr(), rows, cols, call=f"launch_transpose({kernel})")
 
     def transpose(self, x, kernel: str = "transpose_tile33_rows", *, out=None):
         """``x.t()`` as a new (cols, rows) tensor (for ``copy_tile``: a (rows, cols) copy)."""

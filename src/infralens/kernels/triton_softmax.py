@@ -81,20 +81,21 @@ def row_num_warps(block_n: int, elem_bytes: int) -> int:
     return min(32, max(1, threads // 32))  # a power of 2 from 1 to 32 warps
 
 
-def _check(x: torch.Tensor) -> None:
+def _output_for(x: torch.Tensor) -> torch.Tensor:
+    """An empty ``y`` like ``x`` for a launcher to fill, once ``x`` is checked: 2-D, rows contiguous."""
     if x.ndim != 2:
         raise ValueError(f"expected a 2-D tensor (rows, cols), got shape {tuple(x.shape)}")
     if x.stride(1) != 1:
         raise ValueError("the last dimension must be contiguous")
+    return torch.empty_like(x)
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Row softmax of a 2-D tensor by :func:`softmax_row_kernel` (one program per row)."""
-    _check(x)
-    n_rows, n_cols = x.shape
-    y = torch.empty_like(x)
+    y = _output_for(x)
     if x.numel() == 0:
         return y
+    n_rows, n_cols = x.shape
     block_n = triton.next_power_of_2(n_cols)  # the whole row in one block
     num_warps = row_num_warps(block_n, x.element_size())
     softmax_row_kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols,
@@ -136,11 +137,10 @@ def softmax_online_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols,
 def softmax_online(x: torch.Tensor, *, block_n: int = 4096, num_warps: int | None = None
                    ) -> torch.Tensor:
     """Row softmax by :func:`softmax_online_kernel`: any row width, ``block_n`` columns at a time."""
-    _check(x)
-    n_rows, n_cols = x.shape
-    y = torch.empty_like(x)
+    y = _output_for(x)
     if x.numel() == 0:
         return y
+    n_rows, n_cols = x.shape
     block_n = min(block_n, triton.next_power_of_2(n_cols))
     if num_warps is None:
         num_warps = row_num_warps(block_n, x.element_size())
@@ -202,11 +202,10 @@ def persistent_config(n_rows: int, block_n: int, elem_bytes: int, device: torch.
 
 def softmax_persistent(x: torch.Tensor) -> torch.Tensor:
     """Row softmax by :func:`softmax_persistent_kernel` on a grid that just fills the GPU."""
-    _check(x)
-    n_rows, n_cols = x.shape
-    y = torch.empty_like(x)
+    y = _output_for(x)
     if x.numel() == 0:
         return y
+    n_rows, n_cols = x.shape
     block_n = triton.next_power_of_2(n_cols)
     grid, num_warps, num_stages = persistent_config(n_rows, block_n, x.element_size(), x.device)
     softmax_persistent_kernel[(grid,)](x, y, x.stride(0), y.stride(0), n_rows, n_cols,
@@ -320,24 +319,22 @@ def row_kernel_device_resources(widths: list[int], dtype: torch.dtype = torch.bf
 def _main(argv: list[str] | None = None) -> int:
     import json
 
-    from infralens.tools.cli import OneLineParser, UsageError, one_line_error
+    from infralens.tools.cli import OneLineParser, UsageError, run_main
 
     parser = OneLineParser(
         prog="python -m infralens.kernels.triton_softmax",
         description="Compile the row-softmax kernel for sm_90 offline and report its resources.")
     parser.add_argument("--block", type=int, action="append", default=[], metavar="BLOCK_N")
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
-    try:
+
+    def resources(argv: list[str] | None) -> list[dict]:  # compiling fails on a bad size too
         args = parser.parse_args(argv)
         if not args.block or any(b < 1 or b & (b - 1) for b in args.block):
             raise ValueError("give --block BLOCK_N (a power of two) at least once")
-        for block in args.block:
-            print(json.dumps(row_kernel_resources(block, args.dtype)))
-    except SystemExit as err:  # argparse's own exit (help: 0, usage error: 2)
-        return int(err.code or 0)
-    except (UsageError, ValueError, RuntimeError) as err:
-        return one_line_error(parser.prog, err)
-    return 0
+        return [row_kernel_resources(block, args.dtype) for block in args.block]
+
+    return run_main(parser.prog, argv, resources, lambda rows: print(*map(json.dumps, rows), sep="\n"),
+                    errors=(UsageError, ValueError, RuntimeError))
 
 
 if __name__ == "__main__":

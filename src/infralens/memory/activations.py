@@ -114,22 +114,35 @@ class ActivationTerm:
         return self.sbh_bytes * s * b * h + self.as2b_bytes * a * s * s * b
 
 
+def _block(block: str, *tensors: tuple[str, int, int, bool]) -> tuple[ActivationTerm, ...]:
+    """The saved tensors of one block of the layer, each ``(tensor, sbh_bytes, as2b_bytes,
+    split_by_tp)``."""
+    return tuple(ActivationTerm(block, *tensor) for tensor in tensors)
+
+
 #: The tensors behind ``34`` and ``5as/h``: 16-bit tensors cost 2 bytes per element, dropout
 #: masks 1 byte. Widths are in units of h (the MLP's hidden layer is 4h wide: 2 bytes x 4).
+#: Attention saves 11 sbh and 5 as²b, the MLP 19 sbh, the two LayerNorms 4 sbh.
 ACTIVATION_TERMS: tuple[ActivationTerm, ...] = (
-    ActivationTerm("attention", "input of the Q/K/V projection", 2, 0, False),
-    ActivationTerm("attention", "Q and K, inputs of QK^T", 4, 0, True),
-    ActivationTerm("attention", "softmax output", 0, 2, True),
-    ActivationTerm("attention", "attention-dropout mask", 0, 1, True),
-    ActivationTerm("attention", "attention-dropout output, input of x V", 0, 2, True),
-    ActivationTerm("attention", "V, input of x V", 2, 0, True),
-    ActivationTerm("attention", "input of the output projection", 2, 0, True),
-    ActivationTerm("attention", "residual-dropout mask", 1, 0, False),
-    ActivationTerm("mlp", "input of the first linear layer", 2, 0, False),
-    ActivationTerm("mlp", "GELU input (4h wide)", 8, 0, True),
-    ActivationTerm("mlp", "input of the second linear layer (4h wide)", 8, 0, True),
-    ActivationTerm("mlp", "residual-dropout mask", 1, 0, False),
-    ActivationTerm("layernorm", "inputs of the two LayerNorms", 4, 0, False),
+    *_block(
+        "attention",  # tensor, sbh bytes, as²b bytes, split by tensor parallelism
+        ("input of the Q/K/V projection", 2, 0, False),
+        ("Q and K, inputs of QK^T", 4, 0, True),
+        ("softmax output", 0, 2, True),
+        ("attention-dropout mask", 0, 1, True),
+        ("attention-dropout output, input of x V", 0, 2, True),
+        ("V, input of x V", 2, 0, True),
+        ("input of the output projection", 2, 0, True),
+        ("residual-dropout mask", 1, 0, False),
+    ),
+    *_block(
+        "mlp",
+        ("input of the first linear layer", 2, 0, False),
+        ("GELU input (4h wide)", 8, 0, True),
+        ("input of the second linear layer (4h wide)", 8, 0, True),
+        ("residual-dropout mask", 1, 0, False),
+    ),
+    *_block("layernorm", ("inputs of the two LayerNorms", 4, 0, False)),
 )
 
 

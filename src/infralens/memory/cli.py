@@ -16,7 +16,6 @@ the mistake is in the input, and the message says which.
 from __future__ import annotations
 
 import argparse
-import sys
 import textwrap
 from typing import Any
 
@@ -32,7 +31,7 @@ from infralens.memory.params import count_parameters
 from infralens.memory.report import format_table, human_count
 from infralens.models.config import SUPPORTED_FAMILIES, ModelShape, load_config
 from infralens.models.shipped import shipped_config, shipped_config_names
-from infralens.tools.cli import OneLineParser, UsageError, positive_int
+from infralens.tools.cli import OneLineParser, UsageError, positive_int, run_main
 
 PROG = "infralens.memory"
 
@@ -110,21 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, or 2 for bad input)."""
     parser = build_parser()
-    # [memory:cli-errors]
-    try:
-        args = parser.parse_args(argv)
-        name, shape = _resolve_model(args)
-        report = render_report(name, shape, args)
-    except SystemExit as done:  # --help has printed its text: status 0
-        return int(done.code or 0)
-    except (UsageError, ValueError) as err:  # ConfigError is a ValueError
-        # Bad input is the reader's to fix, not a crash to debug: one line, no traceback.
-        reason = " ".join(str(err).split())  # guarantee a single line
-        print(f"{PROG}: error: {reason}", file=sys.stderr)
-        return 2
-    print(report)
-    return 0
-    # [/memory:cli-errors]
+    # ConfigError is a ValueError: the config loader's messages are one line too.
+    return run_main(PROG, argv, lambda a: _report(parser.parse_args(a)), print)
+
+
+def _report(args: argparse.Namespace) -> str:
+    name, shape = _resolve_model(args)
+    return render_report(name, shape, args)
 
 
 def _resolve_model(args: argparse.Namespace) -> tuple[str, ModelShape]:

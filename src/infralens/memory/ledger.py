@@ -36,6 +36,7 @@ from typing import Literal, TypeAlias
 from infralens.memory.activations import Recompute, activation_bytes_per_layer
 from infralens.memory.kv_cache import kv_cache_bytes
 from infralens.memory.params import ParamCount, count_parameters
+from infralens.memory.report import Breakdown
 from infralens.models.config import ConfigLike, as_shape
 from infralens.tools.checks import require_positive
 
@@ -95,7 +96,7 @@ NOT_IN_LEDGER: tuple[tuple[str, str], ...] = (
 
 
 @dataclass(frozen=True)
-class TrainingLedger:
+class TrainingLedger(Breakdown):
     """Bytes that live across a training step for ``num_params`` parameters."""
 
     num_params: int
@@ -106,24 +107,13 @@ class TrainingLedger:
     master_weights: int
     optimizer_states: int
 
-    @property
-    def total(self) -> int:
-        return self.weights + self.gradients + self.master_weights + self.optimizer_states
+    LINES = (("weights", "weights"), ("gradients", "gradients"),
+             ("master weights", "master_weights"), ("optimizer states", "optimizer_states"))
 
     @property
     def bytes_per_param(self) -> int:
         """Total bytes per parameter (16 for Adam under ``mixed`` or ``amp``)."""
         return self.total // self.num_params
-
-    def rows(self) -> tuple[tuple[str, int], ...]:
-        """``(line, bytes)`` pairs for a table, ending with ``("total", ...)``."""
-        return (
-            ("weights", self.weights),
-            ("gradients", self.gradients),
-            ("master weights", self.master_weights),
-            ("optimizer states", self.optimizer_states),
-            ("total", self.total),
-        )
 
 
 def training_ledger(num_params: int, optimizer: Optimizer, precision: Precision) -> TrainingLedger:
@@ -204,19 +194,13 @@ def training_estimate(
 
 
 @dataclass(frozen=True)
-class InferenceLedger:
+class InferenceLedger(Breakdown):
     """Bytes resident while serving: the weights and a full-length KV cache."""
 
     weights: int
     kv_cache: int
 
-    @property
-    def total(self) -> int:
-        return self.weights + self.kv_cache
-
-    def rows(self) -> tuple[tuple[str, int], ...]:
-        """``(line, bytes)`` pairs for a table, ending with ``("total", ...)``."""
-        return (("weights", self.weights), ("KV cache", self.kv_cache), ("total", self.total))
+    LINES = (("weights", "weights"), ("KV cache", "kv_cache"))
 
 
 def inference_ledger(

@@ -269,26 +269,17 @@ def measure_training_step(
     }
 
 
-def measure_cpu_step(
-    cfg: GPTConfig,
-    batch: int,
-    seq_len: int,
-    *,
-    precision: str = "fp32",
-    checkpoint: bool = False,
-    seed: int = 0,
-    foreach: bool = False,
-) -> dict:
+def measure_cpu_step(cfg: GPTConfig, batch: int, seq_len: int, *, precision: str = "fp32",
+                     **options) -> dict:
     """The same step on the CPU, measured by adding up tensor bytes (tiny configs only).
 
+    ``precision`` defaults to ``"fp32"``; ``options`` are the other keywords of
+    :func:`measure_training_step` (``checkpoint``, ``seed``, ``foreach``).
     ``phases[p]["peak"]`` is ``None``; ``phases[p]["breakdown"]`` has params, grads,
     optimizer_state (including 4 bytes per parameter tensor for AdamW's CPU ``step``
     scalars) and activations (storages autograd saved, parameters excluded).
     """
-    return measure_training_step(
-        cfg, batch, seq_len, precision=precision, checkpoint=checkpoint, device="cpu",
-        seed=seed, foreach=foreach,
-    )
+    return measure_training_step(cfg, batch, seq_len, precision=precision, device="cpu", **options)
 
 
 def ledger_prediction(
@@ -303,6 +294,8 @@ def ledger_prediction(
     and gradients after ``backward``; plus the moments after ``step``; weights and moments
     after ``zero_grad``.
     """
+    if precision not in PRECISIONS:  # the ledger also knows "mixed", which these probes do not run
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     led = training_ledger(num_params, "adamw", precision)
     mode = "full" if checkpoint else "selective"
     per_layer = activation_bytes_per_layer(s=seq_len, b=batch, h=cfg.d_model, a=cfg.n_heads,
@@ -317,6 +310,30 @@ def ledger_prediction(
     }
 
 
+# [memory:block-account]
+def layer_saved_bytes(m: GPTConfig, batch: int, seq_len: int, amp: bool) -> dict[str, int]:
+    """What one block of this GPT saves for backward, by kind, in bytes.
+
+    Activations in units of sbh (s x b x h) for an element size e (2 under autocast, 4 in fp32):
+    attention 5e (QKV input, Q, K, V, SDPA output), MLP (1 + 2F/h)e (fc input, GELU input and
+    output, F = d_ff), two LayerNorm inputs at 4 each (the residual stream stays fp32).
+    Per-row statistics: each LayerNorm's mean and 1/std, SDPA's log-sum-exp, fp32.
+    Under autocast, the bf16 copy of every matmul weight as well (biases are not saved).
+    """
+    b, s, h, F, H = batch, seq_len, m.d_model, m.ff_dim, m.n_heads
+    e = 2 if amp else 4
+    attention = e * 5 * s * b * h  # QKV input; Q, K, V; SDPA output (the projection's input)
+    mlp = e * (s * b * h + 2 * s * b * F)  # fc input; GELU input and output
+    layernorm = 2 * 4 * s * b * h  # two LayerNorm inputs: the fp32 residual stream
+    statistics = 2 * 2 * b * s * 4 + b * H * s * 4  # (mean, rstd) x 2 LayerNorms; logsumexp
+    weight_copies = 2 * (3 * h * h + h * h + 2 * h * F) if amp else 0  # qkv, proj, fc, proj
+    activations = attention + mlp + layernorm
+    return {"attention": attention, "mlp": mlp, "layernorm": layernorm, "activations": activations,
+            "statistics": statistics, "weight_copies": weight_copies,
+            "total": activations + statistics + weight_copies}
+# [/memory:block-account]
+
+
 def forward_account(run: dict) -> list[tuple[str, int]]:
     """What the forward reading of one :func:`measure_training_step` result holds, term by term.
 
@@ -324,36 +341,40 @@ def forward_account(run: dict) -> list[tuple[str, int]]:
     ``checkpoint`` are read). Bytes, from this GPT's config and precision alone, with e the bytes
     of a block activation (2 under autocast, 4 in fp32) and sbh = seq_len x batch x d_model:
 
-    * per block: attention 5e sbh (QKV input; Q, K, V; SDPA output = the output projection's
-      input), MLP 9e sbh (first linear input, GELU input, second linear input, d_ff = 4 d_model),
-      the two LayerNorm inputs 8 sbh (the residual stream stays fp32 under autocast);
+    * per block, the activations of :func:`layer_saved_bytes`: attention 5e sbh (QKV input; Q,
+      K, V; SDPA output = the output projection's input), MLP (1 + 2 d_ff / d_model)e sbh (first
+      linear input, GELU input, second linear input: 9e with d_ff = 4 d_model), the two LayerNorm
+      inputs 8 sbh (the residual stream stays fp32 under autocast);
     * with checkpointing, only each block's fp32 input, 4 sbh, and of autocast's weight copies
       only the LM head's;
     * outside the blocks: the final norm's and the LM head's inputs, (4 + e) sbh, the saved
       cross-entropy tensors (6 bytes per logit under autocast, 4 in fp32), and under autocast
-      the bf16 copy of every matmul weight (2 bytes each).
+      the bf16 copy of every matmul weight (2 bytes each: the blocks' and the LM head's).
 
     Per-row statistics (LayerNorm mean and rstd, SDPA's log-sum-exp) and the token ids are left
     out. Returns ``(label, bytes)`` pairs in that order.
     """
     c = run["config"]
-    b, s, h, n_layers, vocab = run["batch"], run["seq_len"], c["d_model"], c["n_layers"], c["vocab_size"]
-    f = c["d_ff"] or 4 * h
+    model = GPTConfig(d_model=c["d_model"], n_heads=c["n_heads"], d_ff=c["d_ff"],
+                      n_layers=c["n_layers"], vocab_size=c["vocab_size"])
+    b, s, h, n_layers, vocab = run["batch"], run["seq_len"], model.d_model, model.n_layers, model.vocab_size
     sbh = s * b * h
     amp = run["precision"] == "amp"
     e = 2 if amp else 4
+    block = layer_saved_bytes(model, b, s, amp)
     logits = (6 if amp else 4) * b * s * vocab
-    matmul_weights = n_layers * (4 * h * h + 2 * h * f) + vocab * h  # QKV, proj, fc, proj; LM head
+    lm_head_copy = 2 * vocab * h if amp else 0  # the bf16 copy of the LM head's weight
     if run["checkpoint"]:
         terms = [("block inputs, fp32 (4 sbh per layer)", 4 * sbh * n_layers)]
         if amp:
-            terms.append(("LM head: bf16 copy of its weight", 2 * vocab * h))
+            terms.append(("LM head: bf16 copy of its weight", lm_head_copy))
     else:
-        terms = [(f"attention ({5 * e} sbh per layer)", 5 * e * sbh * n_layers),
-                 (f"MLP ({9 * e} sbh per layer)", 9 * e * sbh * n_layers),
-                 ("LayerNorm inputs, fp32 (8 sbh per layer)", 8 * sbh * n_layers)]
+        terms = [(f"attention ({block['attention'] / sbh:g} sbh per layer)", block["attention"] * n_layers),
+                 (f"MLP ({block['mlp'] / sbh:g} sbh per layer)", block["mlp"] * n_layers),
+                 ("LayerNorm inputs, fp32 (8 sbh per layer)", block["layernorm"] * n_layers)]
         if amp:
-            terms.append(("bf16 copies of the matmul weights", 2 * matmul_weights))
+            terms.append(("bf16 copies of the matmul weights",
+                          n_layers * block["weight_copies"] + lm_head_copy))
     terms += [("final norm and LM-head inputs", (4 + e) * sbh),
               (f"cross-entropy ({6 if amp else 4} bytes per logit)", logits)]
     return terms

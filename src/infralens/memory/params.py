@@ -20,11 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from infralens.memory.report import Breakdown
 from infralens.models.config import ConfigLike, ModelShape, as_shape
 
 
 @dataclass(frozen=True)
-class ParamCount:
+class ParamCount(Breakdown):
     """Trainable parameters by category, summed over all layers.
 
     Attributes:
@@ -46,21 +47,9 @@ class ParamCount:
     tied: bool
     per_layer: int
 
-    @property
-    def total(self) -> int:
-        """All trainable parameters; a tied matrix is counted once."""
-        return self.embedding + self.attention + self.mlp + self.norms + self.lm_head
-
-    def rows(self) -> tuple[tuple[str, int], ...]:
-        """``(category, parameters)`` pairs for a table, ending with ``("total", ...)``."""
-        return (
-            ("embedding", self.embedding),
-            ("attention", self.attention),
-            ("mlp", self.mlp),
-            ("norms", self.norms),
-            ("lm_head", self.lm_head),
-            ("total", self.total),
-        )
+    # The total is every trainable parameter: a tied matrix is counted once, under embedding.
+    LINES = (("embedding", "embedding"), ("attention", "attention"), ("mlp", "mlp"),
+             ("norms", "norms"), ("lm_head", "lm_head"))
 
 
 def count_parameters(config: ConfigLike) -> ParamCount:
@@ -176,7 +165,7 @@ def active_parameters(config: ConfigLike) -> int:
 
 
 @dataclass(frozen=True)
-class TeachingEstimate:
+class TeachingEstimate(Breakdown):
     """The back-of-the-envelope count ``L·(4d² + m·d²) + V·d``.
 
     * ``4d²`` per layer for attention: four d x d matrices (q, k, v, o). This assumes
@@ -196,18 +185,8 @@ class TeachingEstimate:
     embedding: int
     mlp_multiplier: Fraction
 
-    @property
-    def total(self) -> int:
-        return self.attention + self.mlp + self.embedding
-
-    def rows(self) -> tuple[tuple[str, int], ...]:
-        """``(term, parameters)`` pairs for a table, ending with ``("total", ...)``."""
-        return (
-            ("L·4d² (attention)", self.attention),
-            (f"L·m·d² (MLP, m = {self.mlp_multiplier})", self.mlp),
-            ("V·d (embedding)", self.embedding),
-            ("total", self.total),
-        )
+    LINES = (("L·4d² (attention)", "attention"), ("L·m·d² (MLP, m = {mlp_multiplier})", "mlp"),
+             ("V·d (embedding)", "embedding"))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ a GPU's capacity. Every table shows both, so neither has to be recomputed by han
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -49,3 +50,23 @@ def format_table(
             lines.append(f"  {'-' * name_width}  {'-' * exact_width}")
         lines.append(f"  {name:<{name_width}}  {text:>{exact_width}}  {humanize(value)}")
     return "\n".join(lines)
+
+
+class Breakdown:
+    """A count split into lines that add up to its total: the records behind the tables.
+
+    Mixed into a frozen dataclass whose ``LINES`` name each line as ``(label, attribute)``; a
+    label may name attributes in braces, filled from the record (``"MLP, m = {mlp_multiplier}"``).
+    Other attributes (a count's settings, say) are not lines.
+    """
+
+    LINES: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, attribute) for _, attribute in self.LINES)
+
+    def rows(self) -> tuple[tuple[str, int], ...]:
+        """``(label, value)`` pairs for :func:`format_table`, ending with ``("total", ...)``."""
+        lines = [(label.format_map(vars(self)), getattr(self, attribute)) for label, attribute in self.LINES]
+        return (*lines, ("total", self.total))

@@ -26,25 +26,26 @@ fragmentation are ZeRO-R's subject, not this table's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import NamedTuple
 
+from infralens.memory.report import Breakdown
 from infralens.tools.checks import require_positive
 
 #: The stages :func:`zero_model_state_bytes` accepts: plain data parallelism, then ZeRO 1 to 3.
 STAGES: tuple[str | int, ...] = ("ddp", 1, 2, 3)
 
 
-class ZeroLines(NamedTuple):
+@dataclass(frozen=True)
+class ZeroLines(Breakdown):
     """Bytes one GPU keeps for each model-state line."""
 
     weights: int
     gradients: int
     optimizer_states: int
 
-    @property
-    def total(self) -> int:
-        return self.weights + self.gradients + self.optimizer_states
+    LINES = (("weights", "weights"), ("gradients", "gradients"),
+             ("optimizer states", "optimizer_states"))
 
 
 def check_stage(stage: object) -> str | int:
@@ -95,10 +96,10 @@ def largest_model(capacity: int, dp: int, stage: str | int, k: int = 12) -> int:
 
     The inverse of :func:`zero_model_state_bytes` for ``dp`` GPUs under ``stage``, found by
     bisection on that function (so padding to a multiple of ``dp`` is respected): the question
-    of the ZeRO paper's Table 2.
+    of the ZeRO paper's Table 2. Returns 0 when not even one parameter fits.
     """
     require_positive(capacity=capacity)
-    lo, hi = 1, 1
+    lo, hi = 0, 1  # 0: not even one parameter fits
     while zero_model_state_bytes(hi, dp, stage, k) <= capacity:  # find a size that does not fit
         hi *= 2
     while lo < hi:

@@ -2,18 +2,24 @@
 
 Bad input (a wrong flag, a negative size, a malformed file) is the reader's to fix, not a crash to
 debug: one line on stderr, ``<prog>: error: <reason>``, and exit status 2, never a traceback.
-Parsers raise :class:`UsageError`; each ``main`` catches it with its own input errors and returns
-:func:`one_line_error`, which prints the line. :func:`run_module` runs such a command line once and
-prints it as a terminal would, so a page can show a good run and a bad one.
+Parsers raise :class:`UsageError`; a command's ``main`` hands its work to :func:`run_main`, which
+catches it with the command's own input errors and prints the line (:func:`one_line_error`).
+:func:`write_json` writes a command's ``--out``. :func:`run_module` runs such a command line once
+and prints it as a terminal would, so a page can show a good run and a bad one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class UsageError(Exception):
@@ -47,10 +53,41 @@ def non_negative_int(text: str) -> int:
     return _integer(text, lambda v: v >= 0, "a non-negative integer")
 
 
+# [cli:errors]
 def one_line_error(prog: str, err: BaseException) -> int:
     """Print ``<prog>: error: <reason>`` (the reason folded onto one line) to stderr; return 2."""
     print(f"{prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
     return 2
+
+
+def run_main(prog: str, argv: Sequence[str] | None, prepare: Callable[[Sequence[str] | None], T],
+             run: Callable[[T], int | None] | None = None, *,
+             errors: tuple[type[Exception], ...] = (UsageError, ValueError)) -> int:
+    """A command line's ``main``: ``prepare`` the reader's input, then ``run`` with what it returned.
+
+    ``prepare(argv)`` parses and checks the input, and does whatever else may fail because of it
+    (for a command that prints a report: the report). One of ``errors`` raised there is bad input:
+    one line on stderr and exit status 2. argparse's own exit passes through (``--help``: 0).
+    ``run``'s errors are the program's: they propagate. Returns the exit status (``run``'s, or 0).
+    """
+    try:
+        prepared = prepare(argv)
+    except SystemExit as done:  # --help has printed its text: status 0
+        return int(done.code or 0)
+    except errors as err:  # bad input is the reader's to fix, not a crash to debug
+        return one_line_error(prog, err)
+    status = run(prepared) if run is not None else None
+    return status or 0
+# [/cli:errors]
+
+
+def write_json(path: str, obj) -> None:
+    """Write ``obj`` as JSON to ``path`` (a command's ``--out``) atomically: a temporary file next
+    to it first, renamed into place when complete, so a reader never sees half a file."""
+    tmp = f"{path}.partial"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
 
 
 def run_module(module: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,

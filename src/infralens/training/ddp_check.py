@@ -25,8 +25,15 @@ import torch
 import torch.distributed as dist
 
 from infralens.models.gpt import GPT, GPTConfig
-from infralens.tools.cli import OneLineParser, UsageError
-from infralens.training.train_ddp import LaunchError, init_distributed, sharded_loader, wrap
+from infralens.tools.cli import OneLineParser, UsageError, run_main
+from infralens.training.train_ddp import (
+    DistContext,
+    LaunchError,
+    init_distributed,
+    process_group,
+    sharded_loader,
+    wrap,
+)
 from infralens.training.train_single_gpu import TokenWindows, markov_corpus
 
 PROG = "infralens.training.ddp_check"
@@ -62,9 +69,9 @@ def _spread(grads: torch.Tensor) -> float:
     return max(float((g - grads).abs().max()) for g in everyone)
 
 
-def run(out: str) -> None:
-    ctx = init_distributed("cpu")
-    try:
+def run(out: str, ctx: DistContext) -> None:
+    """The two backward passes on this rank (joined as ``ctx``); rank 0 saves to ``out``."""
+    with process_group(ctx):
         torch.manual_seed(SEED + ctx.rank)  # a different start on every rank ...
         model = GPT(MODEL).double()
         ddp = wrap(model, ctx)  # ... until DDP broadcasts rank 0's weights here
@@ -101,23 +108,14 @@ def run(out: str) -> None:
                   f"{results['plain'].numel():,} gradient entries (float64)")
             print(f"after the no_sync backward, ranks differ by up to {results['spread_after_no_sync']:.3e}; "
                   f"after the synchronized one by {results['spread_after_sync']:.3e}")
-    finally:
-        dist.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog=f"torchrun --nproc-per-node N -m {PROG}",
                             description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="where rank 0 saves the gradients (torch.save)")
-    try:
-        args = parser.parse_args(argv)
-        run(args.out)
-    except SystemExit as done:
-        return int(done.code or 0)
-    except (UsageError, LaunchError) as err:
-        print(f"{PROG}: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    return 0
+    return run_main(PROG, argv, lambda a: (parser.parse_args(a).out, init_distributed("cpu")),
+                    lambda prepared: run(*prepared), errors=(UsageError, LaunchError))
 
 
 if __name__ == "__main__":

@@ -27,13 +27,14 @@ without GPU kernels to analyse: that is how the tests exercise it.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 
@@ -42,16 +43,10 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from infralens.models.gpt import GPT
-from infralens.tools.cli import UsageError
-from infralens.training.train_ddp import DistContext, init_distributed, wrap
-from infralens.training.train_single_gpu import (
-    TrainConfig,
-    config_from_args,
-    num_params,
-)
-from infralens.training.train_single_gpu import (
-    build_parser as single_gpu_parser,
-)
+from infralens.tools.cli import run_main, write_json
+from infralens.training.train_ddp import DistContext, init_distributed, process_group, rank_config, wrap
+from infralens.training.train_single_gpu import TrainConfig, num_params
+from infralens.training.train_single_gpu import build_parser as single_gpu_parser
 
 PROG = "infralens.training.ddp_overlap"
 LABELS = ("lab03:forward", "lab03:backward", "lab03:optimizer")
@@ -219,7 +214,7 @@ def measure_bucket(cfg: TrainConfig, ctx: DistContext, bucket_cap_mb: float | No
             "no_sync_step_s": local_s, "waited_for_comm_s": ddp_s - local_s, "profile": analysis}
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = single_gpu_parser()
     parser.prog = f"torchrun --nproc-per-node N -m {PROG}"
     parser.description = "DDP step time, all-reduce time and overlap with backward, per bucket size."
@@ -227,23 +222,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     parser.add_argument("--profile-steps", type=int, default=3, help="steps in the profile")
     parser.add_argument("--out", help="rank 0 writes the results here (JSON)")
-    try:
-        args = parser.parse_args(argv)
-        device = args.device
-        if device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
-        if args.warmup < 2 or args.profile_steps < 1:
-            raise ValueError("need --warmup >= 2 (DDP rebuilds its buckets) and --profile-steps >= 1")
-        args.device = "cpu"
-        cfg = config_from_args(args)
-        ctx = init_distributed(device)
-    except SystemExit as done:
-        return int(done.code or 0)
-    except (UsageError, ValueError) as err:
-        print(f"{PROG}: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    try:
-        cfg = replace(cfg, device=str(ctx.device))
+    return parser
+
+
+def _prepare(argv: Sequence[str] | None) -> tuple[argparse.Namespace, TrainConfig, DistContext]:
+    args = build_parser().parse_args(argv)
+    cfg, device = rank_config(args)
+    if args.warmup < 2 or args.profile_steps < 1:
+        raise ValueError("need --warmup >= 2 (DDP rebuilds its buckets) and --profile-steps >= 1")
+    ctx = init_distributed(device)
+    return args, replace(cfg, device=str(ctx.device)), ctx
+
+
+def _run(prepared: tuple[argparse.Namespace, TrainConfig, DistContext]) -> None:
+    args, cfg, ctx = prepared
+    with process_group(ctx):
         psi = num_params(cfg.model)
         one_bucket_mb = 2 * 4 * psi / 2**20  # more than all fp32 gradients: a single bucket
         results = {"world": ctx.world, "backend": ctx.backend, "config": cfg.model.to_dict(),
@@ -273,13 +266,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"kernels), {p['overlap_backward_s'] * 1e3:.2f} ms of it beside backward",
                       flush=True)
         if ctx.is_main and args.out:
-            tmp = args.out + ".partial"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(results, f)
-            os.replace(tmp, args.out)
-    finally:
-        dist.destroy_process_group()
-    return 0
+            write_json(args.out, results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main(PROG, argv, _prepare, _run)
 
 
 if __name__ == "__main__":

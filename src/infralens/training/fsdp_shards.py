@@ -29,12 +29,11 @@ also counts the elements it holds. Rank 0 gathers every rank's readings and writ
 
 from __future__ import annotations
 
+import argparse
 import gc
-import json
 import math
-import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
@@ -44,17 +43,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from infralens.memory.measure import tensor_breakdown
 from infralens.models.gpt import GPT
-from infralens.tools.cli import UsageError
-from infralens.training.train_ddp import DistContext, LaunchError, init_distributed
-from infralens.training.train_single_gpu import (
-    MemoryWatch,
-    TrainConfig,
-    config_from_args,
-    train,
+from infralens.tools.cli import run_main, write_json
+from infralens.training.train_ddp import (
+    DistContext,
+    LaunchError,
+    init_distributed,
+    process_group,
+    rank_config,
 )
-from infralens.training.train_single_gpu import (
-    build_parser as single_gpu_parser,
-)
+from infralens.training.train_single_gpu import MemoryWatch, TrainConfig, train
+from infralens.training.train_single_gpu import build_parser as single_gpu_parser
 from infralens.training.zero_memory_accounting import fsdp_local_numel
 
 PROG = "infralens.training.fsdp_shards"
@@ -186,32 +184,31 @@ def _table(report: dict, mode: str) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = single_gpu_parser()
     parser.prog = f"torchrun --nproc-per-node N -m {PROG}"
     parser.description = "Each rank's share of the model state under DDP and FSDP2, measured."
     parser.set_defaults(steps=2, device="auto", batch=2, seq_len=32)
     parser.add_argument("--modes", default="fsdp", help=f"comma-separated: {', '.join(MODES)}")
     parser.add_argument("--out", help="rank 0 writes every rank's readings here (JSON)")
-    try:
-        args = parser.parse_args(argv)
-        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-        unknown = [m for m in modes if m not in MODES]
-        if unknown or not modes:
-            raise ValueError(f"modes must be among {', '.join(MODES)}; got {args.modes!r}")
-        device = args.device
-        if device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
-        args.device = "cpu"
-        cfg = config_from_args(args)
-        ctx = init_distributed(device)
-    except SystemExit as done:
-        return int(done.code or 0)
-    except (UsageError, ValueError) as err:  # LaunchError is a ValueError
-        print(f"{PROG}: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    try:
-        cfg = replace(cfg, device=str(ctx.device))
+    return parser
+
+
+def _prepare(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str], TrainConfig,
+                                                    DistContext]:
+    args = build_parser().parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise ValueError(f"modes must be among {', '.join(MODES)}; got {args.modes!r}")
+    cfg, device = rank_config(args)
+    ctx = init_distributed(device)  # a LaunchError is a ValueError: one line too
+    return args, modes, replace(cfg, device=str(ctx.device)), ctx
+
+
+def _run(prepared: tuple[argparse.Namespace, list[str], TrainConfig, DistContext]) -> None:
+    args, modes, cfg, ctx = prepared
+    with process_group(ctx):
         report: dict = {"world": ctx.world, "device": str(ctx.device.type), "config": cfg.model.to_dict(),
                         "batch": cfg.batch, "seq_len": cfg.seq_len, "steps": cfg.steps, "modes": {}}
         if ctx.device.type == "cuda":
@@ -226,13 +223,11 @@ def main(argv: list[str] | None = None) -> int:
             if ctx.is_main:
                 print("\n".join(_table(report, mode)), flush=True)
         if ctx.is_main and args.out:
-            tmp = args.out + ".partial"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(report, f)
-            os.replace(tmp, args.out)
-    finally:
-        dist.destroy_process_group()
-    return 0
+            write_json(args.out, report)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main(PROG, argv, _prepare, _run)
 
 
 __all__ = ["MODES", "LaunchError", "local_breakdown", "local_numel", "measure", "shard"]

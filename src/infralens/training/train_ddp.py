@@ -28,8 +28,8 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -40,7 +40,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from infralens.models.gpt import GPT
 from infralens.tools.checks import require_positive
-from infralens.tools.cli import UsageError
+from infralens.tools.cli import run_main
 from infralens.training.train_single_gpu import (
     TokenWindows,
     TrainConfig,
@@ -93,6 +93,15 @@ def init_distributed(device: str = "auto") -> DistContext:
     dist.init_process_group(backend)  # env://: MASTER_ADDR:MASTER_PORT, RANK, WORLD_SIZE
     return DistContext(rank, world, local_rank, dev, backend)
 # [/ddp:init]
+
+
+@contextmanager
+def process_group(ctx: DistContext) -> Iterator[DistContext]:
+    """A rank's work inside; ``destroy_process_group`` on the way out, also when a rank fails."""
+    try:
+        yield ctx
+    finally:
+        dist.destroy_process_group()
 
 
 @dataclass(frozen=True)
@@ -211,27 +220,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def rank_config(args: argparse.Namespace) -> tuple[TrainConfig, str]:
+    """Lab 02's config from the parsed flags, and the ``--device`` (auto, cpu or cuda) that
+    :func:`init_distributed` takes: a rank's own device comes from there, not from the flags."""
+    device = args.device
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
+    args.device = "cpu"  # Lab 02's config checks; the rank's device comes from init_distributed
+    return config_from_args(args), device
+
+
+def _prepare(argv: Sequence[str] | None) -> tuple[DDPConfig, DistContext]:
+    args = build_parser().parse_args(argv)
+    train, device = rank_config(args)
+    cfg = DDPConfig(train, accum=args.accum, bucket_cap_mb=args.bucket_cap_mb,
+                    checkpoint_path=args.save, log_every=args.log_every)
+    return cfg, init_distributed(device)  # last: nothing after it may fail on the input
+
+
+def _run(prepared: tuple[DDPConfig, DistContext]) -> None:
+    cfg, ctx = prepared
+    with process_group(ctx):
+        train_ddp(cfg, ctx)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one rank; returns the exit status (0, or 2 for bad input or a bad launch)."""
-    try:
-        args = build_parser().parse_args(argv)
-        device = args.device
-        if device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
-        args.device = "cpu"  # Lab 02's config checks; the rank's device comes from init_distributed
-        cfg = DDPConfig(config_from_args(args), accum=args.accum, bucket_cap_mb=args.bucket_cap_mb,
-                        checkpoint_path=args.save, log_every=args.log_every)
-        ctx = init_distributed(device)
-    except SystemExit as done:  # --help
-        return int(done.code or 0)
-    except (UsageError, ValueError) as err:
-        print(f"{PROG}: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    try:
-        train_ddp(cfg, ctx)
-    finally:
-        dist.destroy_process_group()  # clean shutdown, also when a rank fails
-    return 0
+    return run_main(PROG, argv, _prepare, _run)
 
 
 if __name__ == "__main__":

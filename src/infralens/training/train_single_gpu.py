@@ -37,7 +37,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
@@ -53,7 +53,7 @@ from infralens.memory.measure import (
 )
 from infralens.models.gpt import GPT, GPTConfig
 from infralens.tools.checks import require_positive
-from infralens.tools.cli import OneLineParser, UsageError, positive_int
+from infralens.tools.cli import OneLineParser, positive_int, run_main
 
 PROG = "infralens.training.train_single_gpu"
 
@@ -222,12 +222,14 @@ class MemoryWatch:
 
 @dataclass
 class TrainResult:
+    """What :func:`train` returns: the trained model and optimizer, and how the run went."""
+
     model: GPT
     optimizer: torch.optim.Optimizer
-    losses: list[float]
+    losses: list[float]  # one per step
     num_params: int
-    seconds: float
-    tokens: int
+    seconds: float  # wall clock of the steps, up to the GPU's last kernel (synchronized)
+    tokens: int  # steps x batch x seq_len
 
     @property
     def tokens_per_s(self) -> float:
@@ -331,26 +333,6 @@ def ledger_by_phase(cfg: TrainConfig, steps: int = 2) -> list[dict]:
 # [/train:ledger]
 
 
-# [train:account]
-def layer_saved_bytes(m: GPTConfig, batch: int, seq_len: int, amp: bool) -> dict[str, int]:
-    """What one block of this GPT saves for backward, by kind, in bytes.
-
-    Activations in units of sbh (s x b x h) for an element size e (2 under autocast, 4 in fp32):
-    attention 5e (QKV input, Q, K, V, SDPA output), MLP (1 + 2F/h)e (fc input, GELU input and
-    output, F = d_ff), two LayerNorm inputs at 4 each (the residual stream stays fp32).
-    Per-row statistics: each LayerNorm's mean and 1/std, SDPA's log-sum-exp, fp32.
-    Under autocast, the bf16 copy of every matmul weight as well (biases are not saved).
-    """
-    b, s, h, F, H = batch, seq_len, m.d_model, m.ff_dim, m.n_heads
-    e = 2 if amp else 4
-    activations = e * (5 * s * b * h + s * b * h + 2 * s * b * F) + 2 * 4 * s * b * h
-    statistics = 2 * 2 * b * s * 4 + b * H * s * 4  # (mean, rstd) x 2 LayerNorms; logsumexp
-    weight_copies = 2 * (3 * h * h + h * h + 2 * h * F) if amp else 0  # qkv, proj, fc, proj
-    return {"activations": activations, "statistics": statistics, "weight_copies": weight_copies,
-            "total": activations + statistics + weight_copies}
-# [/train:account]
-
-
 def saved_by_module(model: GPT, x: torch.Tensor, y: torch.Tensor, amp: bool = False) -> list[dict]:
     """One forward pass; which module saved which tensor for backward, storage by storage.
 
@@ -431,18 +413,16 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
                        seed=args.seed)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0, or 2 for bad input)."""
-    try:
-        args = build_parser().parse_args(argv)
-        cfg = config_from_args(args)
-        if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError("device cuda asked for, but PyTorch sees no CUDA GPU")
-    except SystemExit as done:  # --help
-        return int(done.code or 0)
-    except (UsageError, ValueError) as err:
-        print(f"{PROG}: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
+def _prepare(argv: Sequence[str] | None) -> tuple[argparse.Namespace, TrainConfig]:
+    args = build_parser().parse_args(argv)
+    cfg = config_from_args(args)
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device cuda asked for, but PyTorch sees no CUDA GPU")
+    return args, cfg
+
+
+def _run(prepared: tuple[argparse.Namespace, TrainConfig]) -> None:
+    args, cfg = prepared
     m = cfg.model
     print(f"GPT: {num_params(m):,} parameters (d_model {m.d_model}, {m.n_layers} layers, "
           f"{m.n_heads} heads, vocab {m.vocab_size}); batch {cfg.batch} x {cfg.seq_len} tokens; "
@@ -453,7 +433,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{math.log(cfg.branching):.4f})")
     result = train(cfg, log=print, log_every=args.log_every)
     print(f"{result.tokens:,} tokens in {result.seconds:.2f} s ({result.tokens_per_s:,.0f} tokens/s)")
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0, or 2 for bad input)."""
+    return run_main(PROG, argv, _prepare, _run)
 
 
 if __name__ == "__main__":

@@ -23,11 +23,11 @@ import math
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from infralens.memory.zero import zero_lines
+from infralens.memory.zero import ZeroLines, zero_lines
 from infralens.tools.checks import require_positive
-from infralens.tools.cli import OneLineParser, UsageError, non_negative_int, positive_int
+from infralens.tools.cli import OneLineParser, UsageError, non_negative_int, positive_int, run_main
 
 PROG = "infralens.training.zero_memory_accounting"
 
@@ -67,19 +67,12 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
 
 
 @dataclass(frozen=True)
-class ModelState:
-    """Bytes one GPU keeps for each model-state line under one scheme."""
+class ModelState(ZeroLines):
+    """Bytes one GPU keeps for each model-state line (:class:`ZeroLines`) under one scheme."""
 
     scheme: str
     dp: int
     shard_degree: int  # GPUs a sharded line is split over (G for hybrid, N_d otherwise)
-    weights: int
-    gradients: int
-    optimizer_states: int
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.gradients + self.optimizer_states
 
 
 @dataclass(frozen=True)
@@ -129,7 +122,8 @@ def model_state_per_gpu(
     degree = _check_group(dp, shard_group) if scheme == "fsdp-hybrid" else dp
     lines = zero_lines(num_params, degree, spec.stage, default_k if k is None else k,
                        weight_bytes=weight_bytes, grad_bytes=grad_bytes)
-    return ModelState(scheme, dp, 1 if spec.stage == "ddp" else degree, *lines)
+    return ModelState(**asdict(lines), scheme=scheme, dp=dp,
+                      shard_degree=1 if spec.stage == "ddp" else degree)
 
 
 def comm_volume(
@@ -273,16 +267,7 @@ def render(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, or 2 for bad input)."""
-    try:
-        args = build_parser().parse_args(argv)
-        report = render(args)
-    except SystemExit as done:  # --help
-        return int(done.code or 0)
-    except (UsageError, ValueError) as err:
-        print(f"{PROG}: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    print(report)
-    return 0
+    return run_main(PROG, argv, lambda a: render(build_parser().parse_args(a)), print)
 
 
 if __name__ == "__main__":

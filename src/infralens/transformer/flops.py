@@ -32,8 +32,11 @@ from infralens.models import ConfigLike, ModelShape, as_shape, shipped_config
 
 #: Training context of a shipped config where its position limit is not the context it was trained
 #: at. Mistral-7B-v0.1: ``max_position_embeddings`` is 32,768, the longest position it accepts, but
-#: Table 1 of Jiang et al. (2023) gives ``context_len`` = 8,192.
-TRAINED_CONTEXT: Mapping[str, int] = MappingProxyType({"mistral-7b-v0.1": 8192})
+#: Table 1 of Jiang et al. (2023) gives ``context_len`` = 8,192. Qwen2: the configs accept
+#: 131,072 positions, reached with YaRN and Dual Chunk Attention at inference; pre-training ended
+#: at 32,768 tokens (Yang et al. 2024, Qwen2 Technical Report, section 3.2, long-context training).
+TRAINED_CONTEXT: Mapping[str, int] = MappingProxyType(
+    {"mistral-7b-v0.1": 8192, "qwen2-0.5b": 32768, "qwen2-7b": 32768})
 
 
 # [transformer:flops-params]
