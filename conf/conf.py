@@ -59,12 +59,17 @@ html_theme = "sphinx_book_theme"
 html_title = "InfraLens"
 html_static_path = ["_static"]
 html_css_files = ["infralens.css"]
-html_js_files = ["cite.js"]
+html_js_files = ["cite.js", "sidebars.js"]
+# MathJax from the book itself (infralens_book.offline_math copies it), typeset lazily: a long
+# page typesets the math near the screen first.
+mathjax_path = "mathjax/tex-chtml.js"
+mathjax3_config = {"loader": {"load": ["ui/lazy"]}}
 html_theme_options = {
     "home_page_in_toc": True,
     "show_toc_level": 2,
     "use_download_button": True,
 }
+html_context = {"default_mode": "auto"}  # light or dark as the reader's system says
 copybutton_exclude = ".linenos, .gp"
 
 # --- LaTeX / PDF -------------------------------------------------------------------------------
@@ -78,7 +83,22 @@ latex_elements = {
 \setsansfont{FreeSans}
 \setmonofont{FreeMono}
 """,
-    "preamble": r"\usepackage{newunicodechar}",
+    # Chapters carry their own names ("Chapter 1 — ...", "Lab 04 — ..."), so LaTeX numbers no
+    # heading, and figures and tables are numbered through the book. Code and tables are set
+    # smaller than the text (the book's code is up to 110 columns wide), and identifiers in
+    # tables may break after an underscore.
+    "preamble": r"""
+\usepackage{newunicodechar}
+\setcounter{secnumdepth}{-1}
+\counterwithout{figure}{chapter}
+\counterwithout{table}{chapter}
+\fvset{fontsize=\footnotesize}
+\newcommand{\infralenstables}{\footnotesize\renewcommand{\_}{\textunderscore\allowbreak}}
+\AtBeginEnvironment{tabulary}{\infralenstables}
+\AtBeginEnvironment{longtable}{\infralenstables}
+\AtBeginEnvironment{tabular}{\infralenstables}
+""",
+    "sphinxsetup": "hmargin={0.75in,0.75in}, vmargin={0.8in,0.8in}",
 }
 
 # --- The book's own extension (conf/_ext/infralens_book) ------------------------------------------

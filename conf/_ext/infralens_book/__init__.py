@@ -4,7 +4,10 @@
   that keep executed outputs in step with src/ and with the GPU records;
 - annotated.py: literalinclude by markers, emphasis chosen by pins (checked on every build);
 - anchors.py: the anchor registry (checked on every build), stable URLs (a/<label>.html) and
-  the cite buttons.
+  the cite buttons;
+- offline_math.py: MathJax served from the book, so no page needs the network;
+- numbering.py: figures, tables and exercises numbered within their page;
+- print_edition.py: the PDF's parts, folded setup code left out, answers at the end of each page.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
 
-from . import anchors, annotated, notebooks
+from . import anchors, annotated, notebooks, numbering, offline_math, print_edition
 
 HTML_ONLY_PAGES = {"genindex", "modindex", "search"}
 
@@ -31,6 +34,7 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("infralens_anchor_registry", "", "env")
     app.add_directive("literalinclude", annotated.PinnedLiteralInclude, override=True)
     app.connect("builder-inited", notebooks.install)
+    app.connect("builder-inited", offline_math.install)
     app.connect("source-read", notebooks.note_dependencies)
     app.connect("doctree-read", drop_html_only_pages)
     app.connect("env-get-outdated", annotated.reread_problem_docs)
@@ -39,4 +43,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("doctree-resolved", anchors.add_cite_buttons)
     app.connect("build-finished", anchors.check_registry)
     app.connect("build-finished", anchors.write_stable_urls)
+    numbering.setup(app)
+    print_edition.setup(app)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

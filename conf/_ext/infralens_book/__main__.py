@@ -2,7 +2,8 @@
 
     python -m infralens_book anchors check|update   the anchor registry (conf/anchors.json)
     python -m infralens_book annotations            pinned emphasis of every literalinclude
-    python -m infralens_book latex-log DIR          glyphs missing from the PDF
+    python -m infralens_book latex-log DIR          the PDF's missing glyphs, undefined references
+                                                    and overfull lines (over 5 pt)
     python -m infralens_book lint-cells             ruff over the code cells of every page
     python -m infralens_book page PAGE.md [...]     run one page's CPU cells; report failures,
                                                     stderr and glue keys no cell provides
@@ -63,8 +64,10 @@ def main(argv: list[str]) -> int:
             print(f"{name}: cells ran in {seconds:.1f} s, {len(found)} problem(s)")
             problems += [f"{name}: {p}" for p in found]
     elif argv[:1] == ["latex-log"] and len(argv) == 2:
-        problems = [f"missing character in the PDF: {m}"
-                    for m in latex_log.missing_characters(Path(argv[1]))]
+        latex_dir = Path(argv[1])
+        problems = ([f"missing character in the PDF: {m}" for m in latex_log.missing_characters(latex_dir)]
+                    + [f"undefined in the PDF: {r}" for r in latex_log.undefined_references(latex_dir)]
+                    + [f"overfull line in the PDF: {b}" for b in latex_log.overfull_boxes(latex_dir)])
     else:
         print(__doc__.strip(), file=sys.stderr)
         return 2

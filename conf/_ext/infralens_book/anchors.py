@@ -163,25 +163,36 @@ def update_registry(path: Path, current: dict[str, dict]) -> None:
 
 # --- HTML: stable URLs and the cite button ------------------------------------------------------
 
+NO_PAGE = ("genindex", "search", "modindex", "py-modindex")  # Sphinx's own labels
+
+
 def _citation(title: str, label: str) -> str:
     return f"“{title}”, InfraLens, §{label}"
 
 
+def _cite_button(title: str, label: str) -> nodes.raw:
+    return nodes.raw("", (f'<button class="infralens-cite" type="button" '
+                          f'data-cite="{html.escape(_citation(title, label))}" '
+                          f'data-href="a/{html.escape(label)}.html" '
+                          f'title="Copy a citation of this section">cite</button>'), format="html")
+
+
 def add_cite_buttons(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """A cite button on every labelled section and on every glossary term."""
     if app.builder.format != "html":
         return
     labels = app.env.domaindata["std"]["labels"]
     for label, (doc, labelid, sectname) in labels.items():
-        if doc != docname or not sectname or label in ("genindex", "search", "modindex", "py-modindex"):
+        if doc != docname or not sectname or label in NO_PAGE:
             continue
         for section in doctree.findall(nodes.section):
             if labelid in section["ids"]:
-                button = (f'<button class="infralens-cite" type="button" '
-                          f'data-cite="{html.escape(_citation(sectname, label))}" '
-                          f'data-href="a/{html.escape(label)}.html" '
-                          f'title="Copy a citation of this section">cite</button>')
-                section.insert(1, nodes.raw("", button, format="html"))
+                section.insert(1, _cite_button(sectname, label))
                 break
+    for term in doctree.findall(nodes.term):
+        ids = [i for i in term["ids"] if i.startswith("term-")]
+        if ids:
+            term += _cite_button(term.astext(), ids[0])
 
 
 def check_registry(app: Sphinx, exception: Exception | None) -> None:
@@ -202,22 +213,27 @@ def write_stable_urls(app: Sphinx, exception: Exception | None) -> None:
         return
     labels = app.env.domaindata["std"]["labels"]
     registry = load_registry(Path(app.config.infralens_anchor_registry))
-    targets = {label: label for label in labels}
-    targets.update({old: new for old, new in registry["redirects"].items() if new in labels})
+    # label -> (doc, id, title): labelled sections, then glossary terms under their ids.
+    places = {label: place for label, place in labels.items() if place[2] and label not in NO_PAGE}
+    for (kind, name), (doc, termid) in app.env.domaindata["std"]["objects"].items():
+        if kind == "term":
+            places[termid] = (doc, termid, name)
+    targets = {label: label for label in places}
+    targets.update({old: new for old, new in registry["redirects"].items() if new in places})
     outdir = Path(app.outdir) / "a"
     outdir.mkdir(exist_ok=True)
     written = set()
     for label, target in targets.items():
-        doc, labelid, sectname = labels[target]
-        if not sectname or not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
+        doc, labelid, title = places[target]
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
             continue
         url = "../" + app.builder.get_target_uri(doc) + "#" + labelid
         written.add(f"{label}.html")
         (outdir / f"{label}.html").write_text(
-            f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(sectname)}</title>'
+            f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f'<meta http-equiv="refresh" content="0; url={html.escape(url)}">'
             f'<link rel="canonical" href="{html.escape(url)}"></head>'
-            f'<body><a href="{html.escape(url)}">{html.escape(sectname)}</a></body></html>\n',
+            f'<body><a href="{html.escape(url)}">{html.escape(title)}</a></body></html>\n',
             encoding="utf-8")
     for stale in outdir.glob("*.html"):
         if stale.name not in written:
