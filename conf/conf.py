@@ -51,7 +51,7 @@ nb_output_stderr = "warn"                        # stray stderr in a cell is a (
 
 # --- Bibliography ------------------------------------------------------------------------------
 bibtex_bibfiles = sorted(str(p.relative_to(CONF)) for p in (CONF / "bib").glob("*.bib"))
-bibtex_default_style = "plain"
+bibtex_default_style = "infralens"  # plain, labelled "Author et al., year" (infralens_book.citations)
 bibtex_reference_style = "author_year"
 
 # --- HTML --------------------------------------------------------------------------------------
@@ -86,14 +86,15 @@ latex_elements = {
     # Chapters carry their own names ("Chapter 1 — ...", "Lab 04 — ..."), so LaTeX numbers no
     # heading, and figures and tables are numbered through the book. Code and tables are set
     # smaller than the text (the book's code is up to 110 columns wide), and identifiers in
-    # tables may break after an underscore.
+    # tables may break after an underscore; table columns sit closer together, and no column
+    # is squeezed below the width of an 11-digit count (tabulary's \tymin).
     "preamble": r"""
 \usepackage{newunicodechar}
 \setcounter{secnumdepth}{-1}
 \counterwithout{figure}{chapter}
 \counterwithout{table}{chapter}
 \fvset{fontsize=\footnotesize}
-\newcommand{\infralenstables}{\footnotesize\renewcommand{\_}{\textunderscore\allowbreak}}
+\newcommand{\infralenstables}{\footnotesize\setlength{\tabcolsep}{4pt}\setlength{\tymin}{56pt}\renewcommand{\_}{\textunderscore\allowbreak}}
 \AtBeginEnvironment{tabulary}{\infralenstables}
 \AtBeginEnvironment{longtable}{\infralenstables}
 \AtBeginEnvironment{tabular}{\infralenstables}

@@ -115,3 +115,35 @@ def test_a_forwarder_whose_label_is_gone_is_removed(tmp_path):
     assert done.returncode == 0, done.stderr
     assert not (book.parent / "_build" / "a" / "page-code.html").exists()
     assert (book.parent / "_build" / "a" / "page.html").is_file()
+
+
+TABLE = """
+```{{table}} {caption}
+:name: {name}
+
+| a | b |
+|---|---|
+| 1 | 2 |
+```
+"""
+
+
+def test_tables_and_figures_are_numbered_within_their_page(tmp_path):
+    book = _project(tmp_path)
+    (book.parent / "conf" / "conf.py").write_text(
+        (book.parent / "conf" / "conf.py").read_text() + "numfig = True\n")
+    (book / "index.md").write_text(INDEX.format().replace("page\n", "page\nother\n"))
+    (book / "page.md").write_text(PAGE.format() + TABLE.format(caption="First", name="t-first"))
+    (book / "other.md").write_text("(other)=\n# Other\n" + TABLE.format(caption="Second", name="t-second")
+                                   + TABLE.format(caption="Third", name="t-third"))
+    registry = json.loads((tmp_path / "anchors.json").read_text())
+    registry["anchors"]["other"] = {"doc": "other", "title": "Other"}
+    (tmp_path / "anchors.json").write_text(json.dumps(registry))
+    assert _build(book).returncode == 0
+    other = (book.parent / "_build" / "other.html").read_text()
+    # Book-wide numbering would make these Table 2 and Table 3.
+    assert "Table 1 </span>" in other and "Table 2 </span>" in other and "Table 3" not in other
+    page = book.parent / "_build" / "page.html"
+    written = page.stat().st_mtime_ns
+    assert _build(book).returncode == 0  # a rebuild with nothing changed rewrites no page
+    assert page.stat().st_mtime_ns == written

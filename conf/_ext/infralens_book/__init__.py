@@ -6,7 +6,9 @@
 - anchors.py: the anchor registry (checked on every build), stable URLs (a/<label>.html) and
   the cite buttons;
 - offline_math.py: MathJax served from the book, so no page needs the network;
+- figures.py: GPU-record figures placed in the prose with a caption; alt text from captions;
 - numbering.py: figures, tables and exercises numbered within their page;
+- citations.py: the list of references labelled by author and year, as the text cites them;
 - print_edition.py: the PDF's parts, folded setup code left out, answers at the end of each page.
 """
 
@@ -16,7 +18,7 @@ from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
 
-from . import anchors, annotated, notebooks, numbering, offline_math, print_edition
+from . import anchors, annotated, citations, figures, notebooks, numbering, offline_math, print_edition
 
 HTML_ONLY_PAGES = {"genindex", "modindex", "search"}
 
@@ -32,6 +34,7 @@ def drop_html_only_pages(app: Sphinx, doctree: nodes.document) -> None:
 
 def setup(app: Sphinx) -> dict:
     app.add_config_value("infralens_anchor_registry", "", "env")
+    citations.register()
     app.add_directive("literalinclude", annotated.PinnedLiteralInclude, override=True)
     app.connect("builder-inited", notebooks.install)
     app.connect("builder-inited", offline_math.install)
@@ -44,5 +47,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("build-finished", anchors.check_registry)
     app.connect("build-finished", anchors.write_stable_urls)
     numbering.setup(app)
+    figures.setup(app)
     print_edition.setup(app)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

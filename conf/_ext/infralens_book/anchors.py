@@ -166,6 +166,28 @@ def update_registry(path: Path, current: dict[str, dict]) -> None:
 NO_PAGE = ("genindex", "search", "modindex", "py-modindex")  # Sphinx's own labels
 
 
+SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def tex_as_text(tex: str) -> str:
+    """Inline math as plain text for a citation: ``\\sqrt{d_h}`` -> ``√d_h``, ``O(s^2)`` -> ``O(s²)``."""
+    tex = re.sub(r"\\sqrt\{([^{}]*)\}", "√\\1", tex)
+    tex = re.sub(r"\^\{?(\d+)\}?", lambda m: m[1].translate(SUPERSCRIPTS), tex)
+    tex = re.sub(r"_\{([^{}]*)\}", r"_\1", tex)
+    return re.sub(r"\\[A-Za-z]+\s*", "", tex).replace("{", "").replace("}", "").strip()
+
+
+def plain_title(title: nodes.Element) -> str:
+    """A heading's text with its inline math written as plain text."""
+    parts = []
+    for node in title.findall(lambda n: isinstance(n, (nodes.Text, nodes.math))):
+        if isinstance(node, nodes.math):
+            parts.append(tex_as_text(node.astext()))
+        elif not isinstance(node.parent, nodes.math):
+            parts.append(node.astext())
+    return "".join(parts)
+
+
 def _citation(title: str, label: str) -> str:
     return f"“{title}”, InfraLens, §{label}"
 
@@ -187,7 +209,7 @@ def add_cite_buttons(app: Sphinx, doctree: nodes.document, docname: str) -> None
             continue
         for section in doctree.findall(nodes.section):
             if labelid in section["ids"]:
-                section.insert(1, _cite_button(sectname, label))
+                section.insert(1, _cite_button(plain_title(section[0]), label))
                 break
     for term in doctree.findall(nodes.term):
         ids = [i for i in term["ids"] if i.startswith("term-")]

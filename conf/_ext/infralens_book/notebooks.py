@@ -25,7 +25,7 @@ from sphinx.util import logging
 from infralens.tools.cells import records
 from infralens.tools.cells.parse import is_notebook, parse_cells
 
-from . import deps
+from . import deps, figures
 
 logger = logging.getLogger(__name__)
 FINGERPRINT_KEY = "infralens_depends_on"
@@ -37,8 +37,10 @@ def _fence(text: str) -> str:
     return "`" * max(3, max(runs, default=0) + 1)
 
 
-def record_markdown(record_id: str | None, source: str, book: Path) -> str:
-    """The Markdown shown under a GPU cell: its latest record, or why there is none."""
+def record_markdown(record_id: str | None, source: str, book: Path,
+                    placed: set[tuple[str, str]] = frozenset()) -> str:
+    """The Markdown shown under a GPU cell: its latest record, or why there is none. Figures the
+    page places with ``{record-figure}`` (the pairs in ``placed``) are left out here."""
     if not record_id:
         return (":::{error}\nThis GPU cell names no record (`:record: <id>`), so its results "
                 "cannot be shown.\n:::")
@@ -57,6 +59,8 @@ def record_markdown(record_id: str | None, source: str, book: Path) -> str:
         fence = _fence(rec.stdout)
         parts.append(f"{fence}text\n{rec.stdout.rstrip()}\n{fence}")
     for stem in rec.figures:
+        if (record_id, stem) in placed:
+            continue
         rel = (rec.path / stem).relative_to(book).as_posix()
         parts.append(f"```{{image}} /{rel}.*\n:alt: {record_id} {stem}\n:width: 95%\n```")
     parts.append("::::")
@@ -71,6 +75,8 @@ def transform(notebook: nbformat.NotebookNode, path: str, book: Path) -> nbforma
     cpu_sources = [c.source for c in code if "gpu" not in c.metadata.get("tags", [])]
     code[0].metadata[FINGERPRINT_KEY] = deps.fingerprint(deps.dependency_files(cpu_sources, book))
     source_map = notebook.metadata.get("source_map")
+    placed = set().union(*(figures.placed_figures(c.source) for c in notebook.cells
+                            if c.cell_type == "markdown"))
     cells, lines = [], []
     for n, cell in enumerate(notebook.cells):
         cells.append(cell)
@@ -80,7 +86,7 @@ def transform(notebook: nbformat.NotebookNode, path: str, book: Path) -> nbforma
             tags = cell.metadata.setdefault("tags", [])
             if "skip-execution" not in tags:
                 tags.append("skip-execution")
-            shown = record_markdown(cell.metadata.get("record"), cell.source, book)
+            shown = record_markdown(cell.metadata.get("record"), cell.source, book, placed)
             cells.append(nbformat.v4.new_markdown_cell(shown))
             lines.append(line)
     notebook.cells = cells

@@ -3,8 +3,13 @@
 - Parts: each captioned toctree of the root page becomes a ``\\part`` (Start here, Handbook,
   Labs, ...), so the contents are grouped as on the web; the root page's own text, written for
   the web, is left out, and no caption is taken for the contents heading.
+- Cards (sphinx-design grids of cards, made for the screen) print as a definition list: the
+  card's title, then its text.
 - Setup code: cells tagged ``hide-input`` (or ``remove-input``) print their output only, as the
   web page shows them folded.
+- Labels: each labelled section prints its label (``§lab01-kv-cache``) under its heading, the
+  address the book asks readers to cite. The bibliography page's own text is left out: LaTeX
+  prints the list of references at the end of the book.
 - Answers at the end: exercise solutions and interview model answers move from under their
   questions to a section at the end of their page, each titled with what it answers. Each
   exercise also gets the label its solution's title links back to (sphinx-exercise labels it
@@ -18,6 +23,8 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 
 HIDDEN_INPUT = {"tag_hide-input", "tag_remove-input"}
+BIBLIOGRAPHY = "back/bibliography"
+NO_LABEL = ("genindex", "search", "modindex", "py-modindex", "home")
 EXERCISES = {"exercise_node", "exercise_enumerable_node"}  # sphinx-exercise's node classes
 
 
@@ -44,6 +51,50 @@ def parts_from_captions(app: Sphinx, doctree: nodes.document) -> None:
         kept.append(wrapper)
     top.children = []
     top.extend(kept)
+
+
+def _component(name: str):
+    return lambda node: isinstance(node, nodes.container) and node.get("design_component") == name
+
+
+def cards_as_lists(app: Sphinx, doctree: nodes.document) -> None:
+    """LaTeX only: each grid of cards (or lone card) becomes a definition list."""
+    if not _latex(app):
+        return
+    for block in list(doctree.findall(lambda n: _component("grid-container")(n) or (
+            _component("card")(n) and not any(_component("grid-container")(a) for a in _ancestors(n))))):
+        items = nodes.definition_list()
+        for card in block.findall(_component("card")):
+            title = next(card.findall(_component("card-title")), None)
+            body = next(card.findall(_component("card-body")), card)
+            term = nodes.term("", "", nodes.strong("", title.astext() if title else ""))
+            text = [c.deepcopy() for c in body.children if c is not title]
+            items += nodes.definition_list_item("", term, nodes.definition("", *text))
+        block.replace_self(items)
+
+
+def bibliography_as_list(app: Sphinx, doctree: nodes.document) -> None:
+    """LaTeX only: the bibliography page keeps its references (LaTeX gathers them at the end of
+    the book) and drops its heading and text, which would print as an empty chapter."""
+    if not _latex(app) or app.env.docname != BIBLIOGRAPHY:
+        return
+    top = next(iter(doctree.findall(nodes.section)), None)
+    if top is not None:
+        keep = [c for c in top.children if not isinstance(c, (nodes.title, nodes.paragraph, nodes.target))]
+        top.replace_self(keep)
+
+
+def print_labels(app: Sphinx, doctree: nodes.document) -> None:
+    """Under each labelled section's heading, its label in small type."""
+    by_id = {(doc, labelid): label for label, (doc, labelid, sectname)
+             in app.env.domaindata["std"]["labels"].items() if sectname and label not in NO_LABEL}
+    for sof, _ in _page_sections(doctree):
+        for section in sof.findall(nodes.section):
+            label = next((by_id[(sof["docname"], i)] for i in section["ids"] if (sof["docname"], i) in by_id),
+                         None)
+            if label and isinstance(section[0], nodes.title):
+                section.insert(1, nodes.raw("", f"\\par{{\\footnotesize\\sffamily §{label}}}\\par\n",
+                                            format="latex"))
 
 
 def _page_sections(doctree: nodes.document):
@@ -119,10 +170,13 @@ def shape_for_print(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     if not _latex(app) or docname != app.config.root_doc:
         return
     drop_hidden_sources(doctree)
+    print_labels(app, doctree)
     label_exercises(doctree)
     answers_at_page_end(doctree)
 
 
 def setup(app: Sphinx) -> None:
     app.connect("doctree-read", parts_from_captions)
+    app.connect("doctree-read", cards_as_lists)
+    app.connect("doctree-read", bibliography_as_list)
     app.connect("doctree-resolved", shape_for_print)
