@@ -44,12 +44,11 @@ FACTS: Mapping[str, Spec] = MappingProxyType({
         "FlashAttention-3 (shah2024flashattention3) quotes."),
     "h100_boost_clock_hz": Spec(
         1980 * 10**6, "Hz", _H100_WP,
-        "H100 SXM5 maximum boost clock, the clock its FP32 and FP64 (non-Tensor) peak rates "
-        "assume: 132 SMs x 128 FP32 lanes x 2 FLOP x 1.98 GHz = 66.9 TFLOP/s, which the datasheet "
-        "prints as 67. Uncertain because NVIDIA states its clocks loosely: early H100 material "
-        "quoted 60 TFLOP/s FP32 (a lower clock), and the Tensor-Core rates assume about 1.83 GHz "
-        "(derived.implied_tensor_clock_hz), so the rates of one GPU do not share one clock.",
-        uncertain=True),
+        "H100 SXM5 maximum boost clock for work off the Tensor Cores, the clock its FP32 and FP64 "
+        "(non-Tensor) peak rates assume: 132 SMs x 128 FP32 lanes x 2 FLOP x 1.98 GHz = 66.9 "
+        "TFLOP/s, which the datasheet prints as 67. The whitepaper's Table 3 gives the SXM5 a "
+        "second, lower maximum boost clock for Tensor-Core work, 1,830 MHz, which the Tensor-Core "
+        "rates assume (derived.implied_tensor_clock_hz recovers it from those rates)."),
     "tensor_cores_per_sm": Spec(4, "per SM", _H100_WP, "A100 and H100 alike."),
     "h100_l1_smem_per_sm_bytes": Spec(256 * KIB, "B", _H100_WP,
                                       "Combined L1 data cache and shared memory per SM."),
