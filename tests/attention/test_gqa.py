@@ -6,7 +6,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from infralens.attention.gqa import KVCache, grouped_query_attention, score_statistics
+from infralens.attention.gqa import (
+    KVCache,
+    cascade_attention,
+    grouped_query_attention,
+    partial_attention,
+    ring_attention,
+    score_statistics,
+)
 from infralens.attention.masks import causal_mask
 
 GEN = torch.Generator().manual_seed(3)
@@ -80,3 +87,32 @@ def test_split_kv_attention_equals_one_pass(n_splits):
     q, k, v = rand(2, 4, 1, 16), rand(2, 4, 50, 16), rand(2, 4, 50, 16)
     ref = F.scaled_dot_product_attention(q, k, v)
     assert torch.allclose(split_kv_attention(q, k, v, n_splits), ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("S, n", [(12, 4), (13, 4), (7, 1), (9, 3)])
+def test_ring_attention_equals_full_attention(S, n, causal):
+    q, k, v = rand(2, 3, S, 8), rand(2, 3, S, 8), rand(2, 3, S, 8)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert torch.allclose(ring_attention(q, k, v, n, causal=causal), ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("S_q", [1, 3])
+def test_cascade_attention_equals_attention_over_prefix_and_own_tokens(S_q):
+    B, h, P, S_own, d = 3, 2, 11, 5, 8
+    q = rand(B, h, S_q, d)
+    k_shared, v_shared = rand(h, P, d), rand(h, P, d)
+    k_own, v_own = rand(B, h, S_own, d), rand(B, h, S_own, d)
+    k_all = torch.cat([k_shared.expand(B, h, P, d), k_own], dim=-2)  # what each sequence sees
+    v_all = torch.cat([v_shared.expand(B, h, P, d), v_own], dim=-2)
+    ref = grouped_query_attention(q, k_all, v_all, causal=True)  # bottom-right: q are the last
+    assert torch.allclose(cascade_attention(q, k_shared, v_shared, k_own, v_own), ref, atol=1e-12)
+
+
+def test_partial_attention_of_a_fully_masked_row_is_the_empty_state():
+    q, k, v = rand(1, 2, 3, 4), rand(1, 2, 5, 4), rand(1, 2, 5, 4)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1] = False
+    out, lse = partial_attention(q, k, v, mask)
+    assert torch.equal(out[..., 1, :], torch.zeros_like(out[..., 1, :]))
+    assert torch.isinf(lse[..., 1]).all() and torch.isfinite(lse[..., [0, 2]]).all()

@@ -6,6 +6,7 @@ import torch
 from infralens.attention.flash_reference import flash_attention_forward, flash_attention_forward_paper
 from infralens.attention.io_model import (
     IOCount,
+    compulsory_hbm_elements,
     flash_hbm_elements,
     naive_hbm_elements,
     paper_block_sizes,
@@ -73,3 +74,14 @@ def test_one_block_holding_everything_moves_each_tensor_once():
     for S, d in ((1, 8), (37, 16), (64, 64)):
         assert flash_hbm_elements(S, d, block_m=S, block_n=S) == 4 * S * d + S
         assert naive_hbm_elements(S, d) - flash_hbm_elements(S, d, block_m=S, block_n=S) == 4 * S * S - S
+
+
+def test_compulsory_traffic_is_q_k_v_read_and_o_written_once():
+    S, d = 37, 16
+    q, k, v = qkv(S, d, lead=(1, 1))
+    io = IOCount()
+    io.read(q, k, v)
+    io.write(torch.empty_like(q))
+    assert compulsory_hbm_elements(S, d) == io.total
+    # With one block covering the whole sequence, the tiled loop moves only that, plus the lse.
+    assert flash_hbm_elements(S, d, block_m=S, block_n=S) == compulsory_hbm_elements(S, d) + S

@@ -8,7 +8,9 @@ from infralens.attention.masks import (
     alibi_bias,
     alibi_slopes,
     causal_mask,
+    cu_seqlens,
     mask_text,
+    packed_causal_mask,
     receptive_field,
     visible,
 )
@@ -98,3 +100,21 @@ def test_mask_text_is_the_mask_symbol_by_symbol(mask):
 
 def test_mask_text_of_an_empty_mask_is_empty():
     assert mask_text(torch.ones(0, 4, dtype=torch.bool)) == ""
+
+
+def test_packed_sequences_attend_as_if_run_one_by_one():
+    lengths = [3, 1, 5]
+    assert cu_seqlens(lengths).tolist() == [0, 3, 4, 9]
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 9, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    packed = F.scaled_dot_product_attention(q, k, v, attn_mask=packed_causal_mask(lengths))
+    cu = cu_seqlens(lengths).tolist()
+    one_by_one = torch.cat([F.scaled_dot_product_attention(q[:, a:b], k[:, a:b], v[:, a:b], is_causal=True)
+                            for a, b in zip(cu, cu[1:], strict=False)], dim=1)
+    assert torch.allclose(packed, one_by_one, atol=1e-12)
+    assert int(packed_causal_mask(lengths).sum()) == sum(n * (n + 1) // 2 for n in lengths)
+
+
+def test_cu_seqlens_rejects_empty_sequences():
+    with pytest.raises(ValueError):
+        cu_seqlens([3, 0])

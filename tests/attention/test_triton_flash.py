@@ -15,6 +15,7 @@ from infralens.attention.reference import naive_attention  # noqa: E402
 from infralens.attention.triton_flash import (  # noqa: E402
     GPU_CONFIGS,
     INTERPRETER_CONFIG,
+    check_lengths,
     flash_attention,
     kernel_config,
     shared_memory_bytes,
@@ -144,3 +145,38 @@ def test_shared_memory_rule_is_what_triton_compiled_on_an_h100():
             assert row["shared_bytes"] == shared_memory_bytes(config, row["head_dim"]), config
             compiled += 1
     assert compiled >= 1  # the record is not empty (a refused configuration is checked when there is one)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
+def test_check_lengths_needs_a_gpu():
+    with pytest.raises(RuntimeError, match="CUDA"):
+        check_lengths([17])
+
+
+@pytest.mark.parametrize("config, words", [
+    ((48, 64, 4, 2), "BLOCK_M 48: must be a power of two from 16"),
+    ((64, 8, 4, 2), "BLOCK_N 8: must be a power of two from 16"),
+    ((64, 128, 4, 2), "multiple of BLOCK_N"),
+    ((64, 64, 3, 2), "num_warps 3"),
+    ((64, 64, 4, 0), "num_stages 0"),
+    ((1024, 1024, 4, 2), "BLOCK_M x BLOCK_N scores hold 1,048,576 fp32 values"),
+    ((1024, 16, 4, 1), "BLOCK_M x D accumulator"),
+    ((64, 64, 4), "got 3 numbers"),
+])
+def test_check_config_refuses_before_compiling(config, words):
+    from infralens.attention.triton_flash import check_config
+
+    with pytest.raises(ValueError, match=re.escape(words)):
+        check_config(config, 128)
+
+
+def test_check_config_takes_every_tuned_config_and_one_above_shared_memory():
+    from infralens.attention.triton_flash import check_config
+
+    for (head_dim, _), config in GPU_CONFIGS.items():
+        check_config(config, head_dim)
+    check_config((*INTERPRETER_CONFIG,), 64)
+    # Too much shared memory compiles (Triton refuses it only when loading): Lab 07 shows one.
+    too_much = (128, 128, 8, 4)
+    assert shared_memory_bytes(too_much, 128) > CC_LIMITS[(9, 0)].smem_per_block_max_bytes.value
+    check_config(too_much, 128)

@@ -101,6 +101,16 @@ def test_the_cpu_build_marks_gpu_cells_and_shows_records(tmp_path):
     assert "measured 42" in shown and "132 SMs" in shown and "has changed" not in shown
 
 
+def test_a_malformed_record_is_one_warning_naming_its_file(tmp_path, caplog):
+    broken = tmp_path / "_records" / "demo" / "run"
+    broken.mkdir(parents=True)
+    (broken / "record.json").write_text('{"record": "demo"')  # cut short
+    shown = notebooks.record_markdown("demo", "y = 2", tmp_path)  # the build goes on, and fails (-W)
+    assert shown.startswith(":::{error}") and str(broken / "record.json") in shown
+    warned = [r.getMessage() for r in caplog.records if "record.json" in r.getMessage()]
+    assert len(warned) == 1 and str(broken / "record.json") in warned[0] and "\n" not in warned[0]
+
+
 @pytest.mark.parametrize("command", [["check-cuda"], ["run"]])
 def test_no_cuda_one_line_exit_2(command):
     torch = pytest.importorskip("torch")

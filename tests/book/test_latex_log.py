@@ -18,8 +18,8 @@ def _tex_wrap(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-LOG = """\
-LaTeX Warning: Hyper reference `handbook/ch01-gpu-architecture:ch01-ex-coalescing' on page 54 undefined on input line 6817.
+LOG = ("LaTeX Warning: Hyper reference `handbook/ch01-gpu-architecture:ch01-ex-coalescing' on page 54 "
+       "undefined on input line 6817.\n") + """\
 LaTeX Warning: Citation `dao2022flashattention' on page 12 undefined on input line 900.
 LaTeX Warning: Reference `sec:short' on page 3 undefined on input line 10.
 Overfull \\hbox (10.00214pt too wide) in paragraph at lines 16729--16729

@@ -41,3 +41,29 @@ def test_facts_agree_with_the_hardware_module():
     assert fact("cache_line_bytes") == 4 * fact("sector_bytes")
 
 
+
+
+def test_mi300x_link_figure_counts_both_directions():
+    # x16 lanes at 32 Gb/s: 64 GB/s each way, so the sheet's 128 GB/s per link is both directions,
+    # and seven links make the white paper's 896 GB/s of peak aggregate bandwidth.
+    each_way = fact("mi300x_if_link_lanes") * fact("mi300x_if_lane_bits_per_s") / 8
+    assert 2 * each_way == fact("mi300x_if_link_bytes_per_s")
+    assert fact("mi300x_if_links") * fact("mi300x_if_link_bytes_per_s") == 896 * hw.GB
+
+
+def test_wgmma_reads_32_bytes_of_k_for_every_input_type():
+    for key, width in (("wgmma_k_tf32", 4), ("wgmma_k_f16", 2), ("wgmma_k_fp8", 1), ("wgmma_k_int8", 1)):
+        assert fact(key) * width == 32, key
+
+
+def test_cc90_instruction_rates_agree_with_the_printed_peaks():
+    h100 = hw.GPUS["h100"]
+    # FP64 (non-Tensor): 64 results per clock per SM at the 1.98 GHz boost clock is the
+    # datasheet's 34 TFLOP/s, an FMA counting two FLOP.
+    fp64 = h100.sm_count.value * fact("cc90_fp64_results_per_clock_per_sm") * 2 * hw.fp32_clock_hz(h100)
+    assert abs(fp64 / 34e12 - 1) < 0.02
+    assert fact("cc90_fp16_results_per_clock_per_sm") == 2 * fact("h100_fp32_lanes_per_sm")
+
+
+def test_tensor_memory_is_128_lanes_by_512_columns_of_32_bit_cells():
+    assert fact("blackwell_tmem_per_sm_bytes") == 128 * 512 * 4

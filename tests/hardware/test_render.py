@@ -83,3 +83,53 @@ def test_notation_table_one_row_per_symbol():
     assert len(rows) == len(hw.NOTATION)
     assert all(r[0].startswith("{math}`") for r in rows)
 
+
+
+def test_fmt_tops_and_op_specs():
+    assert hw.fmt_tops(1978.9e12) == "1,978.9 TOP/s"
+    assert hw.fmt_spec(hw.GPUS["h100"].dense_int8_ops) == "1,978.9 TOP/s"
+
+
+def test_precision_table_cites_every_rate_and_computes_the_ratio():
+    h100 = hw.GPUS["h100"]
+    rows = _rows(hw.precision_table_markdown(h100))
+    assert [(r[0], r[1]) for r in rows] == [(p, u) for p, u, _ in hw.PRECISION_ROWS]
+    valid = set(bib_keys(HARDWARE_BIB))
+    for row, (_, _, field) in zip(rows, hw.PRECISION_ROWS, strict=True):
+        spec = getattr(h100, field)
+        assert _CITE.findall(row[2]) == [spec.source] and spec.source in valid
+        assert len(_numbers_outside_roles(row[2].replace("TOP/s", ""))) == 1
+        assert row[3] == f"{spec.value / h100.nontensor_fp32_flops.value:,.1f}"
+    # A GPU without the printed rates gets only the rows it has.
+    b200_rows = _rows(hw.precision_table_markdown(hw.GPUS["b200"]))
+    assert [r[0] for r in b200_rows] == ["BF16", "FP16", "FP8"]
+    assert all(r[3] == "—" for r in b200_rows)
+
+
+def test_spec_table_marks_uncertain_values_and_can_drop_notes():
+    spec = hw.Spec(4, "cycles", "k", "a note", uncertain=True)
+    rows = _rows(hw.spec_table_markdown([("latency", spec)]))
+    assert rows == [["latency", "4 cycles† {cite:p}`k`", "a note"]]
+    rows = _rows(hw.spec_table_markdown([("latency", spec)], cite=False, notes=False))
+    assert rows == [["latency", "4 cycles†"]]
+
+
+def test_allocation_rules_table_one_column_per_compute_capability():
+    from infralens.gpuarch.occupancy import RULES
+
+    rows = _rows(hw.allocation_rules_table_markdown(RULES))
+    assert [r[0] for r in rows] == [what for what, _ in hw.ALLOCATION_RULE_ROWS]
+    by_row = {r[0]: r[1:] for r in rows}
+    assert by_row["32-bit registers per thread, at most"] == [
+        "255 registers {cite:p}`nvidiacudaguide`"] * len(RULES)
+    assert by_row["Register allocation unit"][0].startswith("256 registers per warp")
+    assert by_row["Shared memory reserved per block"][1].startswith("1 KiB")
+
+
+def test_kernel_facts_table_reads_the_facts():
+    rows = _rows(hw.kernel_facts_table_markdown())
+    assert len(rows) == len(hw.KERNEL_FACT_ROWS)
+    for row, (_, key) in zip(rows, hw.KERNEL_FACT_ROWS, strict=True):
+        assert _CITE.findall(row[1]) == [hw.FACTS[key].source]
+    tmem = rows[[k for _, k in hw.KERNEL_FACT_ROWS].index("blackwell_tmem_per_sm_bytes")]
+    assert tmem[1].startswith("256 KiB")

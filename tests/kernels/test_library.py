@@ -11,7 +11,7 @@ import torch
 from infralens.kernels import library
 from infralens.kernels.bank_conflicts import TILE_32x32, TILE_32x33, tile_column_access
 from infralens.kernels.reduce import REDUCE_RUNGS, ReduceKernels
-from infralens.kernels.transpose import TRANSPOSE_KERNELS
+from infralens.kernels.transpose import BLOCK_SHAPE_KERNELS, TRANSPOSE_KERNELS
 from infralens.tools import nvcc
 from infralens.tools.glue import record
 
@@ -105,15 +105,26 @@ def test_c_launchers_reject_bad_arguments_before_touching_a_gpu(builds):
     blocks = lib.reduce_tree_blocks
     blocks.argtypes, blocks.restype = [ctypes.c_int, ctypes.c_longlong], ctypes.c_longlong
     assert [blocks(r, 1000) for r in range(7)] == [-1, 4, 4, 4, 2, 2, -1]  # 256 or 512 per block
+    variant = lib.launch_reduce_variant
+    variant.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_void_p,
+                                                                 ctypes.c_longlong, ctypes.c_void_p]
+    for v in range(2):
+        assert variant(v, None, 256, 512, 10, 1024, 10, None) == invalid_value  # null input
+        assert variant(v, 256, 256, 512, 10, 1024, 0, None) == invalid_value   # nothing to sum
+        assert variant(v, 260, 256, 512, 10, 1024, 10, None) == invalid_value  # not 16-byte aligned
+    grid = lib.reduce_variant_grid_size
+    grid.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    assert grid(2, 256) == invalid_value and grid(0, None) == invalid_value  # no such variant; no out
     tlib = ctypes.CDLL(str(builds["transpose"].library))
-    assert tlib.transpose_num_kernels() == len(TRANSPOSE_KERNELS)
+    kernels = TRANSPOSE_KERNELS + BLOCK_SHAPE_KERNELS
+    assert tlib.transpose_num_kernels() == len(kernels)
     fn = tlib.launch_transpose
     fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                    ctypes.c_void_p]
-    for k in range(len(TRANSPOSE_KERNELS)):
+    for k in range(len(kernels)):
         assert fn(k, 256, 256, 0, 5, None) == invalid_value
         assert fn(k, None, 256, 5, 5, None) == invalid_value
-    assert fn(len(TRANSPOSE_KERNELS), 256, 256, 5, 5, None) == invalid_value  # no such kernel
+    assert fn(len(kernels), 256, 256, 5, 5, None) == invalid_value  # no such kernel
     assert fn(-1, 256, 256, 5, 5, None) == invalid_value
 
 
@@ -142,7 +153,8 @@ def test_sources_are_the_cu_files_next_to_the_module():
         assert path.name == file and path.parent == library.KERNEL_DIR and path.is_file()
         # every __global__ function, in the order the file defines them
         text = path.read_text(encoding="utf-8")
-        positions = [text.index(f"__global__ void {k}(") for k in library.kernel_order(name)]
+        positions = [re.search(rf"__global__ void (__launch_bounds__\([^)]*\)\s*)?{k}\(", text).start()
+                     for k in library.kernel_order(name)]
         assert positions == sorted(positions) and len(positions) == text.count("__global__")
 
 

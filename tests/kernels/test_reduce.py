@@ -11,6 +11,7 @@ from infralens.kernels.reduce import (  # noqa: E402
     INPUT_KINDS,
     NCU_REDUCE_METRICS,
     REDUCE_RUNGS,
+    SINGLE_KERNEL_VARIANTS,
     TREE_RUNGS,
     ReduceKernels,
     check_reduce_input,
@@ -60,7 +61,34 @@ def test_bound_launchers_validate_before_launching():
 
 @needs_nvcc
 def test_kernel_list_matches_the_source():
-    assert set(REDUCE_RUNGS) | {"reduce6_finalize", "copy_vec4"} == set(library.kernel_order("reduce"))
+    named = set(REDUCE_RUNGS) | set(SINGLE_KERNEL_VARIANTS) | {"reduce6_finalize", "copy_vec4"}
+    assert named == set(library.kernel_order("reduce"))
+
+
+@needs_nvcc
+def test_single_kernel_variants_validate_before_launching():
+    reduce = ReduceKernels()
+    for kernel in SINGLE_KERNEL_VARIANTS:
+        with pytest.raises(ValueError, match="16-byte"):
+            reduce.bind(kernel, torch.ones(9)[1:])  # float4 loads need an aligned start
+        with pytest.raises(ValueError, match="CUDA device"):
+            reduce.sum(torch.ones(1000), kernel)
+    with pytest.raises(ValueError, match="has no fixed grid"):
+        reduce.grid_size("reduce3_sequential")
+
+
+@needs_nvcc
+def test_single_kernel_variants_run_rung_6s_loop_and_nothing_else_changed():
+    # Both variants call the loop rung 6 uses (one home for it), and keep its resources: no
+    # spills, the same shared memory for the block tree (the last-block flag adds one word).
+    res = {r.kernel: r for r in library.build("reduce").resources_for("sm_90")}
+    source = library.source_path("reduce").read_text()
+    assert source.count("grid_stride_thread_sum(x, n)") == 3
+    for kernel in SINGLE_KERNEL_VARIANTS:
+        r = res[kernel]
+        assert r.spill_store_bytes == r.spill_load_bytes == 0
+        six = res["reduce6_grid_stride"].shared_bytes
+        assert six <= r.shared_bytes <= six + 4
 
 
 def test_rungs_in_ladder_order_and_the_tree_rungs_between():
@@ -197,6 +225,29 @@ def test_every_rung_sums_integers_exactly_into_the_poisoned_output(n):
     for rung in REDUCE_RUNGS:
         got, canary_intact = kernels.sum_poisoned(x, rung, canary=-777.0)
         assert (got, canary_intact) == (exact, True), rung
+
+
+@needs_cuda
+@pytest.mark.parametrize("n", [1, 3, 5, 1023, 1_000_003, 16_777_259])
+def test_single_kernel_variants_sum_integers_exactly(n):
+    kernels = ReduceKernels()
+    x = random_input(n, "integers", torch.Generator(device="cuda").manual_seed(n))
+    exact = x.double().sum().item()
+    for kernel in SINGLE_KERNEL_VARIANTS:
+        got, canary_intact = kernels.sum_poisoned(x, kernel, canary=-777.0)
+        assert (got, canary_intact) == (exact, True), kernel
+
+
+@needs_cuda
+def test_last_block_variant_is_deterministic_and_matches_rung_6():
+    # Same grid, same per-thread loop, same order of the partials: the same bits as rung 6's two
+    # kernels, launch after launch (the counter is zeroed before every launch).
+    kernels = ReduceKernels()
+    if kernels.grid_size("reduce_grid_last_block") != kernels.grid_size():
+        pytest.skip("the two kernels fit a different number of blocks per SM on this GPU")
+    x = random_input(4_000_037, "normal", torch.Generator(device="cuda").manual_seed(7))
+    runs = {kernels.sum_poisoned(x, "reduce_grid_last_block")[0] for _ in range(5)}
+    assert runs == {kernels.sum_poisoned(x, "reduce6_grid_stride")[0]}
 
 
 @needs_cuda

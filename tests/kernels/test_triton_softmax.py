@@ -12,9 +12,10 @@ import torch  # noqa: E402
 
 from infralens.kernels.triton_softmax import (  # noqa: E402
     expected_speedup,
+    measure_num_warps,
     measure_softmax,
     naive_softmax,
-    persistent_config,
+    ptx_op_counts,
     row_num_warps,
     softmax,
     softmax_bytes,
@@ -104,7 +105,31 @@ def test_launch_heuristics():
     warps = [row_num_warps(2**k, e) for k in range(0, 17) for e in (2, 4)]
     assert all(w in (1, 2, 4, 8, 16, 32) for w in warps)
     assert row_num_warps(32768, 4) == 32 and row_num_warps(256, 4) == 1
-    assert persistent_config(37, 1024, 4, torch.device("cpu")) == (4, 4, 1)  # 4 KiB / 32 B
+    assert row_num_warps(1024, 4) == 4  # 4 KiB / 32 B per thread = 128 threads
+
+
+@pytest.mark.parametrize("warps", [1, 2, 8])
+def test_row_kernel_with_any_num_warps_matches_float64(warps):
+    # The scan of Lab 06 launches the row kernel with counts row_num_warps would not pick.
+    x = 3 * torch.randn(9, 781)
+    torch.testing.assert_close(softmax(x, num_warps=warps).double(), reference(x), rtol=0, atol=1e-6)
+
+
+def test_ptx_op_counts_reads_opcodes_and_skips_directives_and_guards():
+    ptx = """.visible .entry k(
+	.param .u64 k_param_0
+)
+{
+	.reg .f32 	%f<4>;
+	mul.f32 	%f2, %f1, 0f3FB8AA3B;
+	ex2.approx.f32 	%f3, %f2;
+	@%p1 st.global.v4.b32 	[%rd1], {%r1, %r2, %r3, %r4};
+	@!%p2 bra 	$L__BB0_2;
+	// ex2.approx.f32 in a comment
+	ret;
+}"""
+    assert ptx_op_counts(ptx) == {"bra": 1, "ex2.approx.f32": 1, "mul.f32": 1, "ret": 1,
+                                  "st.global.v4.b32": 1}
 
 
 def test_measure_needs_cuda():
@@ -112,6 +137,8 @@ def test_measure_needs_cuda():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match="CUDA"):
         measure_softmax([256], [torch.float32])
+    with pytest.raises(RuntimeError, match="CUDA"):
+        measure_num_warps([256], [torch.float32], [1, 2])
 
 
 def _run_cli(*args):
@@ -131,6 +158,11 @@ def test_offline_compile_reports_registers():
     res = json.loads(proc.stdout)
     assert res["block_n"] == 1024 and res["num_warps"] == row_num_warps(1024, 4)
     assert 0 < res["registers"] <= 255 and res["vector_loads"] > 0  # 16-byte loads, no scalar ones
+    # tl.exp is 2**(x * log2(e)): one ex2.approx per element (8 per thread: 1,024 over 128 threads)
+    per_thread = 1024 // (res["num_warps"] * 32)
+    exp2 = {op: n for op, n in res["ptx_ops"].items() if op.startswith("ex2.approx")}
+    assert sum(exp2.values()) == per_thread, exp2
+    assert not any(op.startswith(("ex2.f32", "ex.")) for op in res["ptx_ops"])
 
 
 def test_offline_compile_rejects_bad_input_and_the_interpreter():

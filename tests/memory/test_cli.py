@@ -66,3 +66,18 @@ def test_bad_flags_are_one_line(argv, words, capsys):
 def test_help_is_status_0(capsys):
     assert main(["--help"]) == 0
     assert "--hf-config" in capsys.readouterr().out
+
+
+def test_a_learned_position_table_bounds_the_sequence(capsys):
+    # GPT-2 learns 1,024 positions: the default sequence stops there, a longer one is refused.
+    assert main(["--model", "gpt2"]) == 0
+    assert "batch 1 x 1,024 tokens" in capsys.readouterr().out
+    assert main(["--model", "gpt2", "--seq-len", "1024"]) == 0
+    capsys.readouterr()
+    assert main(["--model", "gpt2", "--seq-len", "4096"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--seq-len 4,096 is past gpt2's 1,024 positions" in err
+    assert main(["--model", "llama-3-8b", "--seq-len", "32768"]) == 0  # rotary: no table to run past
+    assert "batch 1 x 32,768 tokens" in capsys.readouterr().out
+    assert main(["--model", "llama-3-8b"]) == 0
+    assert "batch 1 x 2,048 tokens" in capsys.readouterr().out

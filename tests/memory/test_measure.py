@@ -232,3 +232,87 @@ def test_forward_account_terms_by_hand():
     assert forward_left_out(run) == {"logsumexp_per_layer": b * 2 * s * 4,
                                      "layernorm_stats": (2 * L + 1) * b * s * 8,
                                      "token_ids": 2 * b * s * 8}
+
+
+# --- saved tensors by module; what the loss saves -----------------------------------------------
+
+def test_saved_tensors_by_module_is_the_block_account():
+    from infralens.memory.measure import layer_saved_bytes, saved_tensors_by_module
+    from infralens.models.gpt import GPT
+
+    torch.manual_seed(0)
+    cfg = tiny()
+    model = GPT(cfg)
+    x = torch.randint(0, cfg.vocab_size, (B, T))
+    rows = saved_tensors_by_module(model, x, x)
+    for layer in range(cfg.n_layers):
+        got = sum(r["bytes"] for r in rows if r["module"].startswith(f"blocks.{layer}."))
+        assert got == layer_saved_bytes(cfg, B, T, amp=False)["total"]
+
+
+def _logit_bytes(saved: list[dict], rows: int, vocab: int) -> dict[str, int]:
+    """Bytes per logit of the saved (rows, vocab) tensors, by dtype."""
+    out: dict[str, int] = {}
+    for r in saved:
+        if r["shape"] == [rows, vocab]:
+            out[r["dtype"]] = out.get(r["dtype"], 0) + r["bytes"] // (rows * vocab)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "per_logit"),
+    [
+        ({"dtype": torch.float32, "autocast": False}, {"float32": 4}),  # log-probs, shared with nll
+        ({"autocast": True}, {"float32": 4}),  # CPU autocast runs cross_entropy_loss in fp32
+        ({"autocast": True, "as_decomposed": True}, {"bfloat16": 2, "float32": 4}),  # CUDA's path
+        ({"autocast": False}, {"bfloat16": 2}),  # bf16 logits, no autocast (a bf16 model)
+    ],
+    ids=["fp32", "cpu-autocast", "cuda-autocast-path", "bf16-model"],
+)
+def test_cross_entropy_saved(kwargs, per_logit):
+    from infralens.memory.measure import cross_entropy_saved
+
+    rows, vocab = 6, 10
+    assert _logit_bytes(cross_entropy_saved(rows, vocab, **kwargs), rows, vocab) == per_logit
+
+
+def test_cross_entropy_decomposed_is_the_op_without_autocast():
+    """LossNLL.cpp's cross_entropy_loss is nll_loss(log_softmax(x, 1, x.dtype)): same losses."""
+    import torch.nn.functional as F  # noqa: N812
+
+    x = torch.randn(5, 7, dtype=torch.float64)
+    y = torch.randint(0, 7, (5,))
+    assert torch.equal(F.cross_entropy(x, y), F.nll_loss(torch.log_softmax(x, 1, dtype=x.dtype), y))
+
+
+def test_cross_entropy_saved_rejects_a_bad_size():
+    from infralens.memory.measure import cross_entropy_saved
+
+    with pytest.raises(ValueError, match="vocab must be a positive integer"):
+        cross_entropy_saved(4, 0)
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_ddp_gradients_leave_the_buckets_under_no_sync_after_set_to_none(set_to_none):
+    """reducer.cpp: with .grad set to None, AccumulateGrad allocates a fresh gradient that the
+    Reducer copies into its bucket view only in a synchronized backward; under no_sync it stays
+    outside, beside the buckets. With set_to_none=False the views survive and accumulate."""
+    from infralens.memory.measure import ddp_gradient_bytes
+    from infralens.models.gpt import GPT
+
+    torch.manual_seed(0)
+    cfg = tiny(n_layers=1)
+    model = GPT(cfg)
+    x = torch.randint(0, cfg.vocab_size, (B, T))
+    grads = 4 * model.num_params()  # fp32, the tied weight once
+    got = {r["phase"].split(",")[0]: r for r in ddp_gradient_bytes(model, x, x, set_to_none=set_to_none)}
+    assert all(r["bucket_bytes"] == grads for r in got.values())
+    assert got["synchronized backward"] == {"phase": "synchronized backward", "bucket_bytes": grads,
+                                            "grad_in_buckets": grads, "grad_outside": 0}
+    no_sync = got["backward under no_sync"]
+    if set_to_none:  # 4 bytes of gradient outside the buckets on top of their 4: 8 per parameter
+        assert (no_sync["grad_in_buckets"], no_sync["grad_outside"]) == (0, grads)
+        assert (got["step"]["grad_in_buckets"], got["step"]["grad_outside"]) == (0, 0)
+    else:  # zeroed in place: the views stay and no_sync accumulates inside the buckets
+        assert (no_sync["grad_in_buckets"], no_sync["grad_outside"]) == (grads, 0)
+        assert got["step"]["grad_in_buckets"] == grads

@@ -1,10 +1,16 @@
 """The command-line conventions: one error line, exit status 2, and a run shown as a terminal would."""
 
 import argparse
+import gzip
+import io
 import json
+import os
+import re
 import shlex
 import subprocess
 import sys
+import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +159,380 @@ def test_write_json_replaces_the_file_whole(tmp_path):
     cli.write_json(str(out), {"a": [1, 2]})
     assert json.loads(out.read_text()) == {"a": [1, 2]}
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no .partial left behind
+
+
+def test_whole_file_leaves_the_old_file_when_the_write_fails(tmp_path):
+    out = tmp_path / "ckpt.pt"
+    out.write_text("old")
+    with pytest.raises(RuntimeError), cli.whole_file(out) as tmp:
+        with open(tmp, "w") as f:
+            f.write("half")
+        raise RuntimeError("the run died while saving")
+    assert out.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
+    with cli.whole_file(out) as tmp:
+        assert tmp != str(out)  # never in place
+        with open(tmp, "w") as f:
+            f.write("new")
+        assert out.read_text() == "old"  # a reader still sees the old file until the rename
+    assert out.read_text() == "new"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("1" + "0" * 400, "of at most 2**63 - 1, got a 401-digit number"),
+    (str(2**63), "of at most 2**63 - 1, got 9223372036854775808"),
+    ("9" * 5000, "got '" + "9" * 20 + "'... (5,000 characters)"),  # more digits than int() reads
+])
+def test_sizes_have_a_ceiling_and_a_short_error(text, words):
+    assert cli.positive_int(str(2**63 - 1)) == cli.MAX_INT
+    with pytest.raises(argparse.ArgumentTypeError) as info:
+        cli.positive_int(text)
+    assert words in str(info.value) and len(str(info.value)) < 120
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "0", "-1e-3", "fast", ""])
+def test_positive_float_refuses_what_no_rate_or_size_is(text):
+    assert cli.positive_float("1e-3") == 1e-3
+    with pytest.raises(argparse.ArgumentTypeError, match="positive number"):
+        cli.positive_float(text)
+
+
+def test_output_path_is_checked_when_the_flag_is_parsed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.output_path("out.json") == "out.json"  # in the working directory
+    assert cli.output_path(str(tmp_path / "out.json")) == str(tmp_path / "out.json")
+    for text, words in ((str(tmp_path), "is a folder"), ("nodir/x.json", "does not exist"),
+                        ("", "expected a file path")):
+        with pytest.raises(argparse.ArgumentTypeError, match=words):
+            cli.output_path(text)
+    assert [p.name for p in tmp_path.iterdir()] == []  # checking writes nothing
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly():
+    # `... | head`: the command's output meets a closed pipe. No BrokenPipeError, no traceback.
+    path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    proc = subprocess.Popen([sys.executable, "-m", "infralens.training.zero_memory_accounting",
+                             "--params", "7.5B", "--dp", "64"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()  # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == cli.CLOSED_PIPE_STATUS and err == ""
+
+
+def test_run_main_stops_quietly_on_a_closed_pipe(capsys):
+    def run(_):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    assert cli.run_main("demo", [], lambda a: None, run) == cli.CLOSED_PIPE_STATUS
+    assert capsys.readouterr() == ("", "")
+
+
+# --- every command line of the package, bad input: one line, status 2, nothing written -----------
+#
+# Each row runs the real entry point in a subprocess, as a reader would type it: `VAR=value`
+# words in front set the environment (a torchrun rank's variables, for a check that needs the
+# world size), `{in}` is a folder of prepared inputs (archives, configs, a book) and `{out}` an
+# empty folder, the working directory. Every row must fail before heavy work starts (importing
+# torch is allowed), so the table stays fast.
+
+SRC = Path(cli.__file__).resolve().parents[2]
+HUGE = "1" + "0" * 400  # a 401-digit "size"
+PROV = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver": "580.159.04", "cuda": "13.0",
+        "torch": "2.11.0+cu130", "triton": "3.6.0", "date": "2026-11-21T07:00:00Z",
+        "commit": "0123456789abcdef", "dirty": False}
+RANK0_OF_2 = "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1"
+
+
+def _no_gpu() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+NO_GPU = pytest.mark.skipif(not _no_gpu(), reason="this row is about a machine without a GPU")
+
+
+def _record_json(record: str = "demo-cell", **changes) -> bytes:
+    data = {"record": record, "page": "labs/demo", "cell_sha256": "0" * 64, "provenance": PROV,
+            "results": {"v": 1}, "stdout": "", "figures": [], "seconds": 1.0, **changes}
+    return json.dumps({k: v for k, v in data.items() if v is not None}).encode()
+
+
+def _archive(path: Path, members: dict[str, bytes | None], *, link: str | None = None) -> None:
+    """A .tar.gz of ``members`` (a name ending in / is a folder; None content: a symbolic link)."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name.rstrip("/"))
+            if name.endswith("/"):
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif data is None:
+                info.type, info.linkname = tarfile.SYMTYPE, link or "/etc/passwd"
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    """Bad (and a few good) inputs that every row may read and none may change."""
+    d = tmp_path_factory.mktemp("inputs")
+    (d / "adir").mkdir()
+    (d / "malformed.json").write_text("{not json")
+    (d / "heads.json").write_text(json.dumps({
+        "model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+        "num_hidden_layers": 32, "num_attention_heads": 30}))
+    page = ("---\njupytext:\n  text_representation:\n    format_name: myst\n---\n\n# Demo\n\n"
+            "```{code-cell} ipython3\n:tags: [gpu]\n:record: demo-cell\nx = 1\n```\n")
+    for book in ("book", "broken-book"):
+        (d / book / "labs").mkdir(parents=True)
+        (d / book / "labs" / "demo.md").write_text(page)
+    broken = d / "broken-book" / "_records" / "demo-cell" / "run"  # a malformed record on disk
+    broken.mkdir(parents=True)
+    (broken / "record.json").write_text('{"record": "demo-cell", "page": ')
+    run = "demo-cell/20261121T070000Z-nvidia-h100"
+    _archive(d / "good.tar.gz", {"demo-cell/": b"", f"{run}/": b"", f"{run}/record.json": _record_json()})
+    _archive(d / "malformed-record.tar.gz", {f"{run}/record.json": b'{"record": "demo-cell",'})
+    _archive(d / "missing-field.tar.gz", {f"{run}/record.json": _record_json(results=None)})
+    _archive(d / "other-record.tar.gz", {f"{run}/record.json": _record_json("other-cell")})
+    _archive(d / "no-record-json.tar.gz", {f"{run}/fig-1.svg": b"<svg/>"})
+    _archive(d / "missing-figure.tar.gz", {f"{run}/record.json": _record_json(figures=["fig-1"])})
+    _archive(d / "escape.tar.gz", {"../escape.txt": b"{}"})
+    _archive(d / "too-deep.tar.gz", {f"{run}/deeper/record.json": _record_json()})
+    _archive(d / "link.tar.gz", {f"{run}/record.json": None})
+    _archive(d / "empty.tar.gz", {"demo-cell/": b""})
+    whole = (d / "good.tar.gz").read_bytes()
+    (d / "truncated.tar.gz").write_bytes(whole[: len(whole) // 2])
+    (d / "bad-crc.tar.gz").write_bytes(whole[:-8] + bytes(8))  # the gzip trailer zeroed
+    (d / "not-gzip.tar.gz").write_text("hello")
+    with tarfile.open(d / "plain.tar", "w") as tar:  # a tar that is not gzipped
+        tar.addfile(tarfile.TarInfo("demo-cell/"))
+    assert gzip.decompress(whole)  # the good archive is whole
+    return d
+
+
+BAD_INPUT = [
+    # python -m infralens.tools.cells: arguments, archives (checked whole before extraction), records
+    ("infralens.tools.cells --bogus list", "unrecognized arguments: --bogus"),
+    ("infralens.tools.cells", "required: command"),
+    ("infralens.tools.cells frobnicate", "invalid choice: 'frobnicate'"),
+    ("infralens.tools.cells unpack", "required: archive"),
+    ("infralens.tools.cells run --record", "--record: expected one argument"),
+    ("infralens.tools.cells --book {in}/nowhere list", "book folder not found"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/missing.tar.gz", "archive not found"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/adir", "is a folder"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/not-gzip.tar.gz", "not a readable .tar.gz"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/plain.tar", "not a readable .tar.gz"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/truncated.tar.gz", "not a readable .tar.gz"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/bad-crc.tar.gz", "not a readable .tar.gz"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/malformed-record.tar.gz", "not a JSON record"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/missing-field.tar.gz", "no 'results'"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/other-record.tar.gz", "record of 'other-cell'"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/no-record-json.tar.gz", "has no record.json"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/missing-figure.tar.gz", "figure 'fig-1'"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/escape.tar.gz", "member '../escape.txt'"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/too-deep.tar.gz", "expected <record>/<run>/<file>"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/link.tar.gz", "not a plain folder"),
+    ("infralens.tools.cells --book {in}/book unpack {in}/empty.tar.gz", "holds no records"),
+    ("infralens.tools.cells --book {in}/broken-book list", "demo-cell/run/record.json: not a JSON record"),
+    ("infralens.tools.cells --book {in}/broken-book unpack {in}/good.tar.gz", "demo-cell/run/record.json"),
+    ("infralens.tools.cells --book {in}/book run --archive {out}/nodir/r.tar.gz", "does not exist"),
+    ("infralens.tools.cells --book {in}/book run --archive {in}/adir", "is a folder"),
+    pytest.param("infralens.tools.cells --book {in}/book check-cuda", "no CUDA GPU", marks=NO_GPU),
+    pytest.param("infralens.tools.cells --book {in}/book run", "no CUDA GPU", marks=NO_GPU),
+    # python -m infralens.kernels
+    ("infralens.kernels", "required: command"),
+    ("infralens.kernels report nosuch", "invalid choice: 'nosuch'"),
+    ("infralens.kernels report reduce --arch sm_1", "invalid choice: 'sm_1'"),
+    pytest.param("infralens.kernels ncu-driver reduce", "no CUDA GPU", marks=NO_GPU),
+    ("infralens.kernels ncu-driver reduce --n 0", "expected a positive integer, got 0"),
+    ("infralens.kernels ncu-driver reduce --n -5", "expected a positive integer, got -5"),
+    (f"infralens.kernels ncu-driver reduce --n {HUGE}", "at most 2**63 - 1, got a 401-digit number"),
+    ("infralens.kernels ncu-driver transpose --rows 2k", "got '2k'"),
+    ("infralens.kernels ncu-driver reduce --n", "--n: expected one argument"),
+    # python -m infralens.attention.dram and infralens.kernels.persistent_grid
+    ("infralens.attention.dram", "required: --impl"),
+    ("infralens.attention.dram --impl nosuch", "invalid choice: 'nosuch'"),
+    (f"infralens.attention.dram --impl triton --seq {HUGE}", "at most 2**63 - 1"),
+    ("infralens.attention.dram --impl triton --batch 0", "expected a positive integer, got 0"),
+    pytest.param("infralens.attention.dram --impl triton", "no CUDA GPU", marks=NO_GPU),
+    ("infralens.kernels.persistent_grid", "give --block"),
+    ("infralens.kernels.persistent_grid --block 48", "BLOCK_N 48: must be a power of two"),
+    ("infralens.kernels.persistent_grid --block 1024 --stages 0", "expected a positive integer, got 0"),
+    # python -m infralens.attention.triton_flash: configs the compiler or the GPU refuses
+    ("infralens.attention.triton_flash", "give --config"),
+    ("infralens.attention.triton_flash --config 64,64,4", "four integers"),
+    ("infralens.attention.triton_flash --config a,b,c,d", "four integers"),
+    ("infralens.attention.triton_flash --config 48,64,4,2", "BLOCK_M 48: must be a power of two"),
+    ("infralens.attention.triton_flash --config 64,48,4,2", "BLOCK_N 48: must be a power of two"),
+    ("infralens.attention.triton_flash --config 0,64,4,2", "BLOCK_M 0"),
+    ("infralens.attention.triton_flash --config=-64,64,4,2", "BLOCK_M -64"),
+    ("infralens.attention.triton_flash --config 8,8,4,2", "BLOCK_M 8: must be a power of two from 16"),
+    ("infralens.attention.triton_flash --config 64,64,3,2", "num_warps 3"),
+    ("infralens.attention.triton_flash --config 64,64,0,2", "num_warps 0"),
+    ("infralens.attention.triton_flash --config 64,64,64,2", "num_warps 64"),
+    ("infralens.attention.triton_flash --config 64,64,4,0", "num_stages 0"),
+    ("infralens.attention.triton_flash --config 64,64,4,-1", "num_stages -1"),
+    ("infralens.attention.triton_flash --config 1024,1024,4,2", "more than the 65,536 registers"),
+    ("infralens.attention.triton_flash --config 2048,16,4,1", "BLOCK_M x D accumulator"),
+    ("infralens.attention.triton_flash --config 64,128,4,2", "multiple of BLOCK_N"),
+    ("infralens.attention.triton_flash --head-dim 7 --config 64,64,4,2", "invalid choice: 7"),
+    ("infralens.attention.triton_flash --config 64,64,4,2 --config 48,64,4,2", "BLOCK_M 48"),
+    # python -m infralens.kernels.triton_softmax
+    ("infralens.kernels.triton_softmax", "give --block"),
+    ("infralens.kernels.triton_softmax --block 48", "BLOCK_N 48: must be a power of two"),
+    ("infralens.kernels.triton_softmax --block 0", "expected a positive integer, got 0"),
+    ("infralens.kernels.triton_softmax --block=-4", "expected a positive integer, got -4"),
+    ("infralens.kernels.triton_softmax --block 2097152", "BLOCK_N 2097152"),
+    (f"infralens.kernels.triton_softmax --block {HUGE}", "at most 2**63 - 1"),
+    ("infralens.kernels.triton_softmax --block x", "got 'x'"),
+    ("infralens.kernels.triton_softmax --block 1024 --dtype fp8", "invalid choice: 'fp8'"),
+    ("infralens.kernels.triton_softmax --block 1024 --block 3", "BLOCK_N 3"),
+    # python -m infralens.memory
+    ("infralens.memory --model gpt2 --seq-len 4096", "past gpt2's 1,024 positions"),
+    ("infralens.memory", "one of the arguments --hf-config --model --family is required"),
+    ("infralens.memory --model nosuch", "invalid choice: 'nosuch'"),
+    ("infralens.memory --model gpt2 --batch 0", "expected a positive integer, got 0"),
+    ("infralens.memory --model gpt2 --batch -3", "expected a positive integer, got -3"),
+    (f"infralens.memory --model gpt2 --seq-len {HUGE}", "at most 2**63 - 1"),
+    (f"infralens.memory --family llama --hidden {HUGE} --layers 2 --heads 2 --vocab 8 --ffn 8",
+     "at most 2**63 - 1"),
+    ("infralens.memory --hf-config {in}/malformed.json", "is not valid JSON"),
+    ("infralens.memory --hf-config {in}/heads.json", "does not divide 'hidden_size'"),
+    ("infralens.memory --hf-config {in}/adir", "cannot read config file"),
+    ("infralens.memory --hf-config {in}/missing.json", "cannot read config file"),
+    ("infralens.memory --family llama --hidden 64", "--family llama needs --layers"),
+    ("infralens.memory --model gpt2 --frobnicate", "unrecognized arguments: --frobnicate"),
+    ("infralens.memory --model gpt2 --tp", "--tp: expected one argument"),
+    # python -m infralens.training.zero_memory_accounting
+    ("infralens.training.zero_memory_accounting", "required: --params, --dp"),
+    ("infralens.training.zero_memory_accounting --params 1e400 --dp 2", "at most 2**63 - 1"),
+    (f"infralens.training.zero_memory_accounting --params {HUGE} --dp 2", "at most 2**63 - 1"),
+    ("infralens.training.zero_memory_accounting --params=-7B --dp 2", "must be positive"),
+    ("infralens.training.zero_memory_accounting --params 0.5 --dp 2", "positive whole number"),
+    ("infralens.training.zero_memory_accounting --params 7B --dp 0", "expected a positive integer, got 0"),
+    (f"infralens.training.zero_memory_accounting --params 7B --dp 2 --k {HUGE}", "at most 2**63 - 1"),
+    ("infralens.training.zero_memory_accounting --params 7B --dp 64 --schemes zero9", "zero9"),
+    ("infralens.training.zero_memory_accounting --params 7B --dp 64 --shard-group 7", "does not divide"),
+    # python -m infralens.training.train_single_gpu: checked before the model is built
+    ("infralens.training.train_single_gpu --batch 1024", "has 1,023 such windows"),
+    ("infralens.training.train_single_gpu --seq-len 64 --batch 1000000", "has 1,023 such windows"),
+    ("infralens.training.train_single_gpu --seed 1000000000000000000000000000000000",
+     "at most 2**63 - 1, got a 34-digit number"),
+    ("infralens.training.train_single_gpu --seed -1", "expected a non-negative integer, got -1"),
+    ("infralens.training.train_single_gpu --lr inf", "finite positive number, got 'inf'"),
+    ("infralens.training.train_single_gpu --lr nan", "finite positive number, got 'nan'"),
+    ("infralens.training.train_single_gpu --lr=-1", "finite positive number, got '-1'"),
+    ("infralens.training.train_single_gpu --lr 0", "finite positive number, got '0'"),
+    ("infralens.training.train_single_gpu --lr fast", "expected a positive number, got 'fast'"),
+    ("infralens.training.train_single_gpu --steps 0", "expected a positive integer, got 0"),
+    (f"infralens.training.train_single_gpu --steps {HUGE}", "at most 2**63 - 1"),
+    (f"infralens.training.train_single_gpu --vocab {HUGE}", "at most 2**63 - 1"),
+    ("infralens.training.train_single_gpu --batch -2", "expected a positive integer, got -2"),
+    ("infralens.training.train_single_gpu --seq-len 129", "longer than the model's 128 positions"),
+    ("infralens.training.train_single_gpu --d-model 30", "not divisible"),
+    ("infralens.training.train_single_gpu --device tpu", "device must be cpu or cuda"),
+    pytest.param("infralens.training.train_single_gpu --device cuda", "no CUDA GPU", marks=NO_GPU),
+    ("infralens.training.train_single_gpu --preset nosuch", "invalid choice: 'nosuch'"),
+    ("infralens.training.train_single_gpu --frobnicate", "unrecognized arguments"),
+    # torchrun commands: argument errors come before the process group is joined
+    (f"{RANK0_OF_2} infralens.training.train_ddp --batch 1000", "each of 2 ranks reads 511"),
+    ("infralens.training.train_ddp --batch 1024", "has 1,023 such windows"),
+    ("infralens.training.train_ddp", "start this under torchrun"),
+    (f"{RANK0_OF_2} infralens.training.train_ddp --accum 0", "expected a positive integer, got 0"),
+    (f"{RANK0_OF_2} infralens.training.train_ddp --bucket-cap-mb inf", "finite positive number"),
+    (f"{RANK0_OF_2} infralens.training.train_ddp --bucket-cap-mb=-1", "finite positive number"),
+    (f"{RANK0_OF_2} infralens.training.train_ddp --save {{in}}/adir", "is a folder"),
+    (f"{RANK0_OF_2} infralens.training.train_ddp --save {{out}}/nodir/c.pt", "does not exist"),
+    (f"{RANK0_OF_2} infralens.training.train_ddp --lr inf", "finite positive number"),
+    (f"{RANK0_OF_2} infralens.training.train_ddp --seed {HUGE}", "at most 2**63 - 1"),
+    (f"{RANK0_OF_2} infralens.training.train_ddp --device tpu", "device must be auto, cpu or cuda"),
+    ("RANK=0 WORLD_SIZE=two LOCAL_RANK=0 MASTER_ADDR=x MASTER_PORT=1 infralens.training.train_ddp",
+     "WORLD_SIZE='two'"),
+    ("infralens.training.ddp_check", "required: --out"),
+    (f"{RANK0_OF_2} infralens.training.ddp_check --out {{out}}/nodir/g.pt", "does not exist"),
+    (f"{RANK0_OF_2} infralens.training.ddp_check --out {{in}}/adir", "is a folder"),
+    ("infralens.training.ddp_check --out {out}/g.pt", "start this under torchrun"),
+    (f"{RANK0_OF_2} infralens.training.ddp_overlap --out {{out}}/nodir/o.json", "does not exist"),
+    (f"{RANK0_OF_2} infralens.training.ddp_overlap --warmup 1", "need --warmup >= 2"),
+    (f"{RANK0_OF_2} infralens.training.ddp_overlap --warmup 0", "expected a positive integer, got 0"),
+    (f"{RANK0_OF_2} infralens.training.ddp_overlap --profile-steps 0", "expected a positive integer"),
+    (f"{RANK0_OF_2} infralens.training.ddp_overlap --lr nan", "finite positive number"),
+    (f"{RANK0_OF_2} infralens.training.fsdp_shards --modes zero4", "modes must be among"),
+    (f"{RANK0_OF_2} infralens.training.fsdp_shards --modes ,", "modes must be among"),
+    (f"{RANK0_OF_2} infralens.training.fsdp_shards --out {{in}}/adir", "is a folder"),
+    (f"{RANK0_OF_2} infralens.training.fsdp_shards --out {{out}}/nodir/m.json", "does not exist"),
+    (f"{RANK0_OF_2} infralens.training.fsdp_shards --batch 5000", "has 2,047 such windows"),
+]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): (b"" if p.is_dir() else p.read_bytes())
+            for p in sorted(folder.rglob("*"))}
+
+
+def _row_id(row) -> str:
+    command = row.values[0] if hasattr(row, "values") else row[0]
+    words = command.replace(HUGE, "<401 digits>").split()
+    while "=" in words[0]:  # the environment is not part of the name
+        words.pop(0)
+    return " ".join(words).removeprefix("infralens.")
+
+
+TEST_NAME = "test_every_command_line_refuses_bad_input_in_one_line"
+
+
+def _run_row(command: str, inputs: Path, out: Path) -> subprocess.CompletedProcess:
+    words = shlex.split(command.format(**{"in": inputs, "out": out}))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TRITON_INTERPRET", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                        "MASTER_PORT")}  # the real compiler; no torchrun unless the row says so
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
+    while "=" in words[0]:
+        name, value = words.pop(0).split("=", 1)
+        env[name] = value
+    return subprocess.run([sys.executable, "-m", *words], capture_output=True, text=True, env=env,
+                          cwd=out, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def outcomes(request, inputs, tmp_path_factory) -> dict[str, tuple]:
+    """The selected rows, run a few at a time before the first is checked: most rows import torch
+    (seconds each), so the table takes about the time of its rows divided by the workers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    commands = [item.callspec.params["command"] for item in request.session.items
+                if getattr(item, "originalname", None) == TEST_NAME and item.module is request.module]
+    snapshot = _files(inputs)
+
+    def run(command: str) -> tuple:
+        out = tmp_path_factory.mktemp("out")
+        return _run_row(command, inputs, out), out
+
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1) + 1) as pool:
+        done = dict(zip(commands, pool.map(run, commands), strict=True))
+    return {"snapshot": snapshot, **done}
+
+
+@pytest.mark.parametrize("command, fragment", BAD_INPUT, ids=[_row_id(r) for r in BAD_INPUT])
+def test_every_command_line_refuses_bad_input_in_one_line(command, fragment, inputs, outcomes):
+    done, out = outcomes[command]
+    lines = done.stderr.splitlines()
+    assert (done.returncode, done.stdout, len(lines)) == (2, "", 1), done.stderr[-3000:]
+    prog = done.args[2]  # [python, -m, module, ...]
+    assert lines[0].startswith((f"{prog}: error: ", f"python -m {prog}: error: ")), lines[0]
+    assert fragment in lines[0], lines[0]
+    assert _files(out) == {} and _files(inputs) == outcomes["snapshot"]  # nothing written or changed
+
+
+def test_the_table_names_each_command_once_and_every_command_line():
+    commands = [r.values[0] if hasattr(r, "values") else r[0] for r in BAD_INPUT]
+    assert len(set(commands)) == len(commands)  # `outcomes` is keyed by the command
+    covered = {_row_id(r).split()[0] for r in BAD_INPUT}
+    package = SRC / "infralens"
+    mains = {p for p in package.rglob("*.py") if re.search(r"^def main\(|^def _main\(|__name__ == .__main__.",
+                                                            p.read_text(), re.MULTILINE)}
+    mains = {".".join(p.relative_to(package).with_suffix("").parts) for p in mains}
+    mains = {m.removesuffix(".__main__").replace("memory.cli", "memory") for m in mains}
+    assert mains - covered == set(), "a command line with no row in BAD_INPUT"

@@ -158,7 +158,8 @@ def write_run(book, record_id: str, folder: str, date: str, results: dict) -> No
     run.mkdir(parents=True)
     (run / "record.json").write_text(json.dumps({
         "record": record_id, "page": "labs/demo", "cell_sha256": "0" * 64,
-        "provenance": {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "date": date},
+        "provenance": {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver": "580.159.04",
+                       "cuda": "13.0", "torch": "2.11.0", "triton": "3.6.0", "date": date},
         "results": results, "stdout": "", "figures": [], "seconds": 1.0}))
 
 

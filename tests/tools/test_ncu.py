@@ -128,3 +128,63 @@ def test_no_ncu_is_a_clear_error(monkeypatch):
 def test_find_ncu_takes_the_one_on_path(fake_ncu, monkeypatch):
     monkeypatch.setenv("PATH", str(fake_ncu[0].parent))
     assert ncu.find_ncu() == str(fake_ncu[0])
+
+
+# --- the Source page: one row per SASS instruction --------------------------------------------
+
+SOURCE_COLUMNS = ("Address", "Source", "Instructions Executed", "Address Space", "Access Operation",
+                  "Access Size", "L1 Conflicts Shared N-Way", "L1 Wavefronts Shared Excessive",
+                  "L1 Wavefronts Shared", "L1 Wavefronts Shared Ideal")
+
+
+def source_block(kernel: str, rows: list[tuple]) -> str:
+    lines = [f'"Kernel Name","{kernel}",', ",".join(f'"{c}"' for c in SOURCE_COLUMNS)]
+    lines += [",".join(f'"{v}"' for v in row) for row in rows]
+    return "\n".join(lines)
+
+
+SOURCE_SAMPLE = "\n".join([
+    source_block("transpose_tile32", [
+        ("0x7f00", "      LDG.E.CONSTANT R4, desc[UR4][R2.64]", "532512", "Global", "Load", "32",
+         "0", "0", "0", "0"),
+        ("0x7f10", "@!P0  STS [R7], R4", "532512", "Shared", "Store", "32", "0", "0", "529287", "529287"),
+        ("0x7f20", "      LDS R7, [R0]", "529029", "Shared", "Load", "32", "31", "16297374", "16826403",
+         "529029"),
+        ("0x7f30", "      EXIT", "1,056", "-", "-", "-", "0", "0", "0", "0")]),
+    source_block("transpose_tile32", [("0x7f20", "      LDS R7, [R0]", "1", "Shared", "Load", "32",
+                                       "1", "0", "1", "1")]),  # listed again: ignored
+    source_block("transpose_tile33", [
+        ("0x8f20", "      LDS R7, [R0]", "529029", "Shared", "Load", "32", "1", "0", "529029", "529029")]),
+])
+
+
+def test_parse_source_csv_keeps_each_kernel_s_first_listing():
+    got = ncu.parse_source_csv(SOURCE_SAMPLE)
+    assert list(got) == ["transpose_tile32", "transpose_tile33"]
+    assert [r["Source"].split()[-1] for r in got["transpose_tile32"]] == ["desc[UR4][R2.64]", "R4", "[R0]",
+                                                                           "EXIT"]
+
+
+def test_shared_instructions_keeps_shared_rows_as_numbers():
+    rows = ncu.shared_instructions(ncu.parse_source_csv(SOURCE_SAMPLE)["transpose_tile32"])
+    assert [r["sass"] for r in rows] == ["@!P0 STS [R7], R4", "LDS R7, [R0]"]
+    lds = rows[1]
+    assert lds["operation"] == "Load" and lds["L1 Conflicts Shared N-Way"] == 31
+    # the excess is the wavefronts beyond what the addresses require
+    excess = lds["L1 Wavefronts Shared"] - lds["L1 Wavefronts Shared Ideal"]
+    assert excess == lds["L1 Wavefronts Shared Excessive"]
+
+
+def test_parse_raw_csv_reads_one_row_per_launch_after_the_units_line():
+    text = "\n".join([
+        "==PROF== Connected",
+        '"ID","Kernel Name","l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum","gpu__time_duration.sum"',
+        '"","","","nsecond"',
+        '"0","transpose_tile33(const float *, float *, int, int)","639,272","20,512"',
+        '"1","transpose_tile33(const float *, float *, int, int)","1","1"',
+        '"2","copy_tile","n/a","9,000"',
+    ])
+    got = ncu.parse_raw_csv(text)
+    assert got["transpose_tile33"] == {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 639272.0,
+                                       "gpu__time_duration.sum": 20512.0}
+    assert got["copy_tile"]["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] is None

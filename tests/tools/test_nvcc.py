@@ -124,6 +124,10 @@ def test_kernel_order_is_the_global_functions_in_definition_order(tmp_path):
     source = tmp_path / "small.cu"
     source.write_text(SMALL_CU)
     assert nvcc.kernel_order(source) == ["scale", "block_sum"]
+    bounded = tmp_path / "bounded.cu"
+    bounded.write_text('extern "C" __global__ void __launch_bounds__(256, 8)\n'
+                       "first(float* x) {}\n__global__ void second(float* x) {}\n")
+    assert nvcc.kernel_order(bounded) == ["first", "second"]
 
 
 PTX_SAMPLE = """\

@@ -88,3 +88,48 @@ def test_refuses_under_the_interpreter(monkeypatch):
 def test_launched_resources_reads_the_compiled_kernel():
     kernel = SimpleNamespace(n_regs=40, n_spills=0, metadata=SimpleNamespace(shared=4096))
     assert launched_resources(kernel) == {"registers": 40, "spills": 0, "shared_bytes": 4096}
+
+
+def test_check_block_takes_powers_of_two_up_to_tritons_largest_block():
+    import triton.language as tl
+
+    from infralens.tools.triton_compile import MAX_BLOCK_NUMEL, check_block
+
+    assert MAX_BLOCK_NUMEL == tl.TRITON_MAX_TENSOR_NUMEL
+    for good in (1, 16, 1024, MAX_BLOCK_NUMEL):
+        check_block("BLOCK", good)
+    for bad in (0, -4, 3, 48, 2 * MAX_BLOCK_NUMEL, True):
+        with pytest.raises(ValueError, match=f"BLOCK {bad}: must be a power of two"):
+            check_block("BLOCK", bad)
+    with pytest.raises(ValueError, match="from 16"):
+        check_block("BLOCK_M", 8, least=16)
+
+
+def test_check_options_takes_what_a_block_of_warps_can_be(monkeypatch):
+    from infralens.hardware import fact
+    from infralens.tools.triton_compile import check_options
+
+    most = fact("max_warps_per_block")  # 1024 threads
+    for warps in (1, 2, 4, most):
+        check_options(warps, 3)
+    for warps in (0, 3, 6, 2 * most):
+        with pytest.raises(ValueError, match=f"num_warps {warps}: must be a power of two from 1 to {most}"):
+            check_options(warps)
+    with pytest.raises(ValueError, match="num_stages 0"):
+        check_options(4, 0)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError, match="num_warps 3"):  # compile_offline checks before compiling
+        compile_offline(object(), {}, {}, num_warps=3)
+
+
+def test_quiet_drops_tritons_warnings_only():
+    import warnings
+
+    from infralens.tools.triton_compile import quiet
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with quiet():
+            warnings.warn_explicit("a Triton notice", UserWarning, "knobs.py", 1, module="triton.knobs")
+            warnings.warn_explicit("ours", UserWarning, "x.py", 1, module="infralens.x")
+    assert [str(w.message) for w in seen] == ["ours"]

@@ -84,3 +84,24 @@ def test_the_ddp_loop_keeps_no_logits(monkeypatch):
     finally:
         dist.destroy_process_group()
     assert len(forwards) == c.steps * 2
+
+
+def test_the_world_size_is_read_before_joining_the_group(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert train_ddp.launch_world() == 1  # outside torchrun: the batch must fit the whole corpus
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert train_ddp.launch_world() == 4
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("WORLD_SIZE", bad)
+        with pytest.raises(train_ddp.LaunchError, match=f"WORLD_SIZE='{bad}'"):
+            train_ddp.launch_world()
+
+
+def test_rank_checks_come_before_init(monkeypatch, capsys):
+    # Every torchrun variable set, but bad input: the rank stops before init_process_group.
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"),
+                        ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: pytest.fail("joined the group"))
+    assert train_ddp.main(["--batch", "1000"]) == 2
+    assert "each of 2 ranks reads 511" in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import math
+import re
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -233,3 +234,47 @@ def test_no_cuda_one_line_exit_2():
     done = subprocess.run([sys.executable, "-m", "infralens.training.train_single_gpu", "--device", "cuda"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and "CUDA" in done.stderr
+
+
+def test_a_batch_the_corpus_cannot_fill_fails_before_the_model_is_built(monkeypatch):
+    c = cfg(batch=200, seq_len=32, corpus_tokens=4096)  # 4095 // 32 = 127 windows
+    assert c.windows == 127 == len(TokenWindows(markov_corpus(4096, 64), 32))
+    with pytest.raises(ValueError, match="a batch of 200 sequences of 32 tokens: the corpus of 4,096 "
+                                         "tokens has 127 such windows"):
+        c.check_data()
+    with pytest.raises(ValueError, match="each of 2 ranks reads 63 of them"):
+        cfg(batch=64, corpus_tokens=4096).check_data(world=2)
+    cfg(batch=63, corpus_tokens=4096).check_data(world=2)
+
+    import infralens.training.train_single_gpu as tsg
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built")
+
+    monkeypatch.setattr(tsg, "GPT", no_model)
+    with pytest.raises(ValueError, match="127 such windows"):
+        train(c)
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"lr": math.inf}, "lr must be a finite positive number"),
+    ({"lr": math.nan}, "lr must be a finite positive number"),
+    ({"lr": -1e-3}, "lr must be a finite positive number"),
+    ({"weight_decay": math.inf}, "weight_decay"),
+    ({"seed": -1}, "seed must be an integer from 0 to 2**63 - 1"),
+    ({"seed": 2**63}, "seed must be an integer from 0 to 2**63 - 1"),
+])
+def test_config_refuses_what_would_run_to_nan_or_overflow(changes, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        cfg(**changes)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--batch", "1024"], "has 1,023 such windows"),
+    (["--lr", "inf"], "finite positive number"),
+    (["--seed", str(10**33)], "at most 2**63 - 1"),
+])
+def test_the_command_line_checks_before_training(argv, words, capsys):
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and words in err

@@ -10,11 +10,13 @@ from infralens.transformer.rope import (
     interleaved_to_half,
     ntk_base,
     pi_frequencies,
+    rope_decay_bound,
     rope_frequencies,
     rotated_score,
     wavelengths,
     yarn_attention_scale,
     yarn_frequencies,
+    yarn_frequencies_by_index,
 )
 
 GEN = torch.Generator().manual_seed(7)
@@ -84,3 +86,51 @@ def test_context_extension():
     assert torch.all(ratio[1:] <= ratio[:-1])  # the interpolation grows towards slow pairs
     assert yarn_attention_scale(1.0) == 1.0
     assert math.isclose(yarn_attention_scale(s), 0.1 * math.log(s) + 1)
+
+
+def _hf_yarn(head_dim, base, factor, original):
+    """Hugging Face's own YaRN frequencies for a Llama config (float32)."""
+    rope_utils = pytest.importorskip("transformers.modeling_rope_utils")
+    from transformers import LlamaConfig
+
+    cfg = LlamaConfig(hidden_size=head_dim * 4, num_attention_heads=4, max_position_embeddings=original,
+                      rope_parameters={"rope_type": "yarn", "rope_theta": base, "factor": factor,
+                                       "original_max_position_embeddings": original})
+    inv_freq, attention_factor = rope_utils._compute_yarn_parameters(cfg)
+    return inv_freq.double(), attention_factor
+
+
+@pytest.mark.parametrize(("head_dim", "base", "factor", "original"),
+                         [(128, 500_000.0, 4.0, 8192), (64, 10_000.0, 8.0, 4096),
+                          (128, 10_000.0, 16.0, 4096)])
+def test_yarn_by_index_matches_hugging_face(head_dim, base, factor, original):
+    hf, attention_factor = _hf_yarn(head_dim, base, factor, original)
+    ours = yarn_frequencies_by_index(rope_frequencies(head_dim, base), factor, original)
+    assert torch.allclose(ours, hf, rtol=1e-5, atol=0)
+    assert math.isclose(yarn_attention_scale(factor), attention_factor, rel_tol=1e-12)
+
+
+def test_yarn_ramps_differ_inside_the_ramp_and_agree_outside():
+    f = rope_frequencies(128, 500_000.0)
+    by_r, by_i = yarn_frequencies(f, 4.0, 8192), yarn_frequencies_by_index(f, 4.0, 8192, truncate=False)
+    turns = 8192 / wavelengths(f)
+    outside = (turns >= 32) | (turns <= 1)
+    assert torch.allclose(by_r[outside], by_i[outside], rtol=1e-12, atol=0)
+    assert (by_r[~outside] - by_i[~outside]).abs().max() > 1e-3 * f[~outside].min()
+    # Both keep the fastest pair and divide the slowest by s.
+    for g in (by_r, by_i):
+        assert g[0] == f[0] and torch.isclose(g[-1], f[-1] / 4.0)
+
+
+def test_rope_decay_bound_at_zero_and_against_a_direct_sum():
+    d = 32
+    f = rope_frequencies(d, 10_000.0)
+    at_zero = rope_decay_bound(torch.tensor([0.0]), f)[0]
+    assert torch.isclose(at_zero, torch.tensor((d / 2 + 1) / 2, dtype=torch.float64))
+    for r in (1.0, 37.0, 5000.0):
+        direct = sum(abs(sum(complex(math.cos(r * f[k]), math.sin(r * f[k])) for k in range(j)))
+                     for j in range(1, d // 2 + 1)) / (d // 2)
+        assert math.isclose(float(rope_decay_bound(torch.tensor([r]), f)[0]), direct, rel_tol=1e-12)
+    # A larger base turns every pair more slowly, so the bound falls later.
+    near = torch.tensor([100.0, 1000.0])
+    assert (rope_decay_bound(near, rope_frequencies(d, 500_000.0)) > rope_decay_bound(near, f)).all()

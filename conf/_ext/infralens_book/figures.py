@@ -38,7 +38,10 @@ class RecordFigure(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         record_id, stem = self.arguments
         book = Path(self.env.srcdir)
-        rec = records.latest(record_id, book)
+        try:
+            rec = records.latest(record_id, book)
+        except records.RecordError as err:  # one line naming the file
+            raise self.error(str(err)) from None
         if rec is None:
             note = nodes.paragraph("", "", nodes.emphasis(
                 "", f"The figure of GPU record {record_id} appears once the record is measured."))
@@ -57,7 +60,8 @@ class RecordFigure(SphinxDirective):
         return holder.children
 
 
-def alt_from_captions(app: Sphinx, doctree: nodes.document) -> None:
+def alt_from_captions(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """After references are resolved (a caption's {ref} reads as its title, not its label)."""
     for figure in doctree.findall(nodes.figure):
         caption = next(iter(figure.findall(nodes.caption)), None)
         if caption is None:
@@ -71,4 +75,4 @@ def alt_from_captions(app: Sphinx, doctree: nodes.document) -> None:
 
 def setup(app: Sphinx) -> None:
     app.add_directive("record-figure", RecordFigure)
-    app.connect("doctree-read", alt_from_captions)
+    app.connect("doctree-resolved", alt_from_captions)

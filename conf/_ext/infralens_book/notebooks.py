@@ -44,7 +44,11 @@ def record_markdown(record_id: str | None, source: str, book: Path,
     if not record_id:
         return (":::{error}\nThis GPU cell names no record (`:record: <id>`), so its results "
                 "cannot be shown.\n:::")
-    rec = records.latest(record_id, book)
+    try:
+        rec = records.latest(record_id, book)
+    except records.RecordError as err:  # one line naming the file, and the build fails (-W)
+        logger.warning("%s", err, type="infralens", subtype="records")
+        return f":::{{error}}\nGPU record `{record_id}` cannot be read: {err}\n:::"
     if rec is None:
         return (f":::{{admonition}} GPU cell `{record_id}`: not measured yet\n:class: gpu-record "
                 "gpu-record-missing\nThis cell runs only on a CUDA GPU (`nox -s gpu`, or "

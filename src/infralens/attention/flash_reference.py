@@ -7,6 +7,10 @@ tally their HBM traffic in an optional :class:`~infralens.attention.io_model.IOC
 Shapes: ``q``, ``k``, ``v`` are ``(..., S, d)``; leading dimensions (batch, heads) are carried
 along. Nothing here needs a GPU; in float64 both agree with
 :func:`~infralens.attention.reference.naive_attention` to about 1e-15.
+
+The backward pass is here too: :func:`attention_backward` writes its formulas on whole matrices,
+from the saved output and log-sum-exp; :func:`flash_attention_backward` runs them in
+FlashAttention-2's backward loop order (key/value blocks outside, dQ accumulated across them).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from infralens.attention.io_model import IOCount
 from infralens.attention.masks import visible
 from infralens.attention.reference import softmax_scale
 
-__all__ = ["flash_attention_forward", "flash_attention_forward_paper"]
+__all__ = ["flash_attention_forward", "flash_attention_forward_paper", "attention_backward",
+           "flash_attention_backward"]
 
 
 # [attention:tiled]
@@ -106,3 +111,66 @@ def flash_attention_forward_paper(q: torch.Tensor, k: torch.Tensor, v: torch.Ten
             out[..., sl, :], l[..., sl], m[..., sl] = o_new, l_new, m_new
             io.write(o_new, l_new, m_new)
     return out
+
+
+# [attention:backward]
+def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                       d_out: torch.Tensor, lse: torch.Tensor, *, causal: bool = False,
+                       scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV of O = softmax(Q K^T * scale) V from the saved O and log-sum-exp, on whole
+    matrices: five matmuls, of which the first recomputes the scores the forward threw away."""
+    scale = softmax_scale(q, scale)
+    s = (q @ k.transpose(-2, -1)) * scale  # (1) S = Q K^T, recomputed
+    if causal:
+        s = s.masked_fill(~visible(torch.arange(q.shape[-2]), torch.arange(k.shape[-2])), -math.inf)
+    p = torch.exp(s - lse[..., None])  # P, rebuilt from one number per row
+    dv = p.transpose(-2, -1) @ d_out  # (2) dV = P^T dO
+    dp = d_out @ v.transpose(-2, -1)  # (3) dP = dO V^T
+    delta = (d_out * out).sum(dim=-1)  # D = rowsum(dO * O) = rowsum(P * dP), one per row
+    ds = p * (dp - delta[..., None])  # dS = P * (dP - D): the softmax Jacobian, row by row
+    dq = (ds @ k) * scale  # (4) dQ = dS K
+    dk = (ds.transpose(-2, -1) @ q) * scale  # (5) dK = dS^T Q
+    return dq, dk, dv
+# [/attention:backward]
+
+
+# [attention:backward-tiled]
+def flash_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                             d_out: torch.Tensor, lse: torch.Tensor, *, causal: bool = False,
+                             scale: float | None = None, block_m: int = 64, block_n: int = 64,
+                             key_block_order: list[int] | None = None
+                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`attention_backward` in FlashAttention-2's backward loop order.
+
+    One program per key/value block (the outer loop) keeps dK_j and dV_j on chip and loops over
+    the query blocks. dQ_i receives a contribution from every key block: on a GPU the programs
+    add them into one fp32 buffer with atomics, in whatever order they happen to run, which
+    ``key_block_order`` (a permutation of the key blocks) imitates. Causal masks assume
+    S_q = S_k.
+    """
+    scale = softmax_scale(q, scale)
+    S_q, S_k = q.shape[-2], k.shape[-2]
+    delta = (d_out * out).sum(dim=-1)  # (..., S_q): a small pass of its own before the loop
+    dq, dk, dv = torch.zeros_like(q), torch.empty_like(k), torch.empty_like(v)
+    starts = list(range(0, S_k, block_n))
+    for b in range(len(starts)) if key_block_order is None else key_block_order:
+        j0 = starts[b]
+        k_j, v_j = k[..., j0:j0 + block_n, :], v[..., j0:j0 + block_n, :]  # (..., bn, d) on chip
+        dk_j, dv_j = torch.zeros_like(k_j), torch.zeros_like(v_j)  # accumulated on chip
+        cols = torch.arange(j0, j0 + k_j.shape[-2])
+        first = j0 // block_m * block_m if causal else 0  # earlier query blocks see no key here
+        for i0 in range(first, S_q, block_m):
+            sl = slice(i0, i0 + block_m)
+            q_i, do_i = q[..., sl, :], d_out[..., sl, :]
+            s_ij = (q_i @ k_j.transpose(-2, -1)) * scale  # (..., bm, bn)
+            if causal:
+                rows = torch.arange(i0, i0 + q_i.shape[-2])
+                s_ij = s_ij.masked_fill(~visible(rows, cols), -math.inf)
+            p_ij = torch.exp(s_ij - lse[..., sl, None])
+            dv_j += p_ij.transpose(-2, -1) @ do_i
+            ds_ij = p_ij * (do_i @ v_j.transpose(-2, -1) - delta[..., sl, None])
+            dk_j += (ds_ij.transpose(-2, -1) @ q_i) * scale
+            dq[..., sl, :] += (ds_ij @ k_j) * scale  # atomicAdd into HBM on a GPU
+        dk[..., j0:j0 + block_n, :], dv[..., j0:j0 + block_n, :] = dk_j, dv_j  # written once
+    return dq, dk, dv
+# [/attention:backward-tiled]

@@ -9,6 +9,10 @@ query heads per KV head (the group), S_q query positions, S_k key positions, d h
   heads read its one K and V by broadcasting.
 * :class:`KVCache` is the state decoding keeps per layer: K and V of every past token,
   (B, a_kv, S_max, d) each, filled left to right.
+* Split keys, merged outputs: :func:`split_kv_attention` (Flash-Decoding), :func:`ring_attention`
+  (context parallelism) and :func:`cascade_attention` (a prefix shared by a batch) each attend to
+  chunks of the keys separately and merge the partial results by their log-sum-exp
+  (:func:`combine_partials`), the merge rule of online softmax.
 """
 
 from __future__ import annotations
@@ -127,3 +131,70 @@ def combine_partials(outs: list[torch.Tensor], lses: list[torch.Tensor]) -> torc
     lse = torch.logsumexp(torch.stack(lses), dim=0)  # (..., S_q): the whole row's log-sum-exp
     return sum(torch.exp(l_c - lse)[..., None] * o_c for o_c, l_c in zip(outs, lses, strict=True))
 # [/attention:split-kv]
+
+
+# [attention:partial]
+def partial_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of q (..., S_q, d) over one chunk of keys k, v (..., S_k, d), normalized within the
+    chunk, and the chunk's log-sum-exp per query row: what :func:`combine_partials` merges.
+
+    ``mask`` (S_q, S_k) marks the visible keys. A row that sees no key of the chunk gets output 0
+    and log-sum-exp -inf: the empty state, which a merge ignores.
+    """
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (..., S_q, S_k)
+    if mask is not None:
+        s = s.masked_fill(~mask.to(s.device), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)  # (..., S_q)
+    safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)  # no -inf - (-inf)
+    return torch.exp(s - safe[..., None]) @ v, lse
+# [/attention:partial]
+
+
+# [attention:ring]
+def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_devices: int, *,
+                   causal: bool = False) -> torch.Tensor:
+    """Context parallelism as ring attention does it, on one machine: the sequence is cut into
+    ``n_devices`` chunks; device p keeps its queries and its key/value chunk, the key/value chunks
+    travel round the ring, and at step t device p attends to the chunk of device p - t and keeps
+    the partial result. The partials merge by log-sum-exp, in any order.
+
+    Causal: chunks after p hold only future keys and are skipped; p's own chunk is masked.
+    q, k, v are (..., S, d) with one S (self-attention).
+    """
+    qs, ks, vs = (t.chunk(n_devices, dim=-2) for t in (q, k, v))
+    outs = []
+    for p in range(len(qs)):
+        parts, lses = [], []
+        for step in range(len(ks)):
+            j = (p - step) % len(ks)  # the key/value chunk that reaches device p at this step
+            if causal and j > p:
+                continue  # every key of chunk j comes after every query of chunk p
+            mask = causal_mask(qs[p].shape[-2], ks[j].shape[-2]) if causal and j == p else None
+            o, lse = partial_attention(qs[p], ks[j], vs[j], mask)
+            parts.append(o)
+            lses.append(lse)
+        outs.append(combine_partials(parts, lses))
+    return torch.cat(outs, dim=-2)
+# [/attention:ring]
+
+
+# [attention:cascade]
+def cascade_attention(q: torch.Tensor, k_shared: torch.Tensor, v_shared: torch.Tensor,
+                      k_own: torch.Tensor, v_own: torch.Tensor) -> torch.Tensor:
+    """Attention of B sequences that share a prefix, its K and V stored once.
+
+    q (B, h, S_q, d) are the last S_q positions of each sequence; k_shared, v_shared (h, P, d)
+    are the prefix, one copy for the batch; k_own, v_own (B, h, S_own, d) each sequence's own
+    tokens after it. The prefix part is one attention of all B * S_q queries against the one
+    prefix (a matmul with B * S_q rows, the prefix read once for the batch); the own part is per
+    sequence, causal and bottom-right aligned; the two merge by log-sum-exp.
+    """
+    B, h, S_q, d = q.shape
+    q_all = q.transpose(0, 1).reshape(h, B * S_q, d)  # every query of a head in one matrix
+    o_shared, l_shared = partial_attention(q_all, k_shared, v_shared)  # (h, B * S_q, d)
+    o_shared = o_shared.reshape(h, B, S_q, d).transpose(0, 1)
+    l_shared = l_shared.reshape(h, B, S_q).transpose(0, 1)
+    o_own, l_own = partial_attention(q, k_own, v_own, causal_mask(S_q, k_own.shape[-2]))
+    return combine_partials([o_shared, o_own], [l_shared, l_own])
+# [/attention:cascade]

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["IOCount", "naive_hbm_elements", "flash_hbm_elements", "paper_block_sizes"]
+__all__ = ["IOCount", "naive_hbm_elements", "flash_hbm_elements", "paper_block_sizes",
+           "compulsory_hbm_elements"]
 
 
 @dataclass
@@ -77,3 +78,9 @@ def paper_block_sizes(sram_bytes: int, d: int, elem_bytes: int = 2) -> tuple[int
     block_c = math.ceil(M / (4 * d))
     return min(block_c, d), block_c
 # [/attention:io-model]
+
+
+def compulsory_hbm_elements(S: int, d: int) -> int:
+    """The least any forward pass moves per head: read Q, K and V once, write O once (4 S d).
+    The IO model's counts minus this are re-reads, and a cache can serve re-reads."""
+    return 4 * S * d

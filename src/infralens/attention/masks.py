@@ -48,6 +48,26 @@ def alibi_bias(n_heads: int, s_q: int, s_k: int) -> torch.Tensor:
 # [/attention:masks]
 
 
+# [attention:varlen]
+def cu_seqlens(lengths: list[int]) -> torch.Tensor:
+    """Offsets of packed sequences in one token dimension, FlashAttention's ``cu_seqlens``:
+    sequence i occupies tokens cu[i] .. cu[i+1] - 1 (int32, one more entry than sequences)."""
+    if not lengths or min(lengths) <= 0:
+        raise ValueError(f"lengths must be positive, got {lengths}")
+    return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+
+
+def packed_causal_mask(lengths: list[int]) -> torch.Tensor:
+    """(T, T) visibility for sequences packed end to end (T = sum of lengths): causal inside each
+    sequence, nothing across them. A varlen kernel never computes the blocks outside the
+    diagonal; a padded batch would compute max(lengths)^2 per sequence instead."""
+    cu = cu_seqlens(lengths)
+    seq = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))  # owner of each token
+    pos = torch.arange(int(cu[-1]))
+    return (seq[:, None] == seq[None, :]) & visible(pos, pos)
+# [/attention:varlen]
+
+
 def mask_text(mask: torch.Tensor) -> str:
     """A boolean (s_q, s_k) mask drawn as text, one line per query row: ``#`` where the key is
     visible, ``.`` where it is masked."""

@@ -30,7 +30,7 @@ from infralens.tools.triton_compile import compile_offline, launched_resources
 
 __all__ = ["flash_attention_kernel", "flash_attention", "kernel_config", "GPU_CONFIGS",
            "INTERPRETER_CONFIG", "shared_memory_bytes", "tune_attention", "measure_attention",
-           "device_resources", "compile_summary"]
+           "device_resources", "compile_summary", "check_config", "check_lengths"]
 
 LOG2_E = 1.0 / math.log(2.0)  # exp(x) = 2 ** (x * log2(e))
 
@@ -130,8 +130,9 @@ def flash_attention_kernel(Q, K, V, O,
 
 
 # [attention:config]
-#: (BLOCK_M, BLOCK_N, num_warps, num_stages) per (head dim, causal) on an H100, chosen by
-#: :func:`tune_attention` (Lab 07, "Choosing the configuration").
+#: (BLOCK_M, BLOCK_N, num_warps, num_stages) per (head dim, causal) on an H100. For D = 128 these
+#: are the fastest, or close to the fastest, of :func:`tune_attention`'s search in
+#: Lab 07's GPU record; the D = 64 entries are measured there but not searched.
 GPU_CONFIGS: dict[tuple[int, bool], tuple[int, int, int, int]] = {
     (64, False): (128, 128, 4, 3),
     (64, True): (128, 64, 8, 3),
@@ -168,7 +169,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
                     ) -> torch.Tensor:
     """softmax(q k^T * scale) v for q, k, v of shape (B, H, S, D) by :func:`flash_attention_kernel`.
 
-    D must be a power of two from 16 to 256 (64 and 128 are tuned); any S works.
+    D must be a power of two from 16 to 256 (64 and 128 have entries in GPU_CONFIGS); any S works.
     """
     return _flash_attention(q, k, v, causal=causal, scale=scale, config=config)[0]
 
@@ -296,6 +297,43 @@ def measure_attention(seq_lens: list[int], *, head_dim: int = 128, tokens: int =
 # [/attention:measure]
 
 
+def check_lengths(seq_lens: list[int], *, head_dims: tuple[int, ...] = (64, 128), batch: int = 2,
+                  heads: int = 3, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> list[dict]:
+    """The kernel on a GPU at lengths that need its masks (S not a multiple of the blocks, or
+    smaller than one block), causal and not: one row per (D, causal, S).
+
+    Each row holds the largest absolute error against a float32 reference computed from the same
+    rounded inputs (``err``), the same for SDPA's FlashAttention backend (``err_sdpa_flash``),
+    and ``floor``, the error of the reference itself rounded to ``dtype``, the least any
+    ``dtype`` output can have; ``finite`` says the output holds no NaN or inf.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError("CUDA is not available")
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    rows = []
+    for D in head_dims:
+        for causal in (False, True):
+            block_m, block_n = kernel_config(D, causal, torch.device("cuda"))[:2]
+            for S in seq_lens:
+                q, k, v = (torch.randn(batch, heads, S, D, generator=gen, device="cuda", dtype=dtype)
+                           for _ in range(3))
+                ref = naive_attention(q.float(), k.float(), v.float(), causal=causal)
+                out = flash_attention(q, k, v, causal=causal)
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                rows.append({"head_dim": D, "causal": causal, "S": S, "blocks": [block_m, block_n],
+                             "even": S % block_m == 0 and S % block_n == 0,
+                             "finite": bool(torch.isfinite(out).all()),
+                             "err": (out.float() - ref).abs().max().item(),
+                             "err_sdpa_flash": (sdpa.float() - ref).abs().max().item(),
+                             "floor": (ref.to(dtype).float() - ref).abs().max().item()})
+                del q, k, v, ref, out, sdpa
+    return rows
+
+
 def device_resources(head_dim: int, causal: bool, configs: list[tuple[int, int, int, int]], *,
                      dtype: torch.dtype = torch.bfloat16) -> list[dict]:
     """Registers, spills and shared memory of the kernel as the installed Triton compiled it for
@@ -333,6 +371,7 @@ def compile_summary(head_dim: int, causal: bool, config: tuple[int, int, int, in
     ``unit_stride`` mimics what the launcher sees for contiguous tensors: the innermost strides
     equal 1, which Triton's JIT turns into compile-time constants.
     """
+    check_config(config, head_dim)
     block_m, block_n, num_warps, num_stages = config
     constexprs = {"HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n, "CAUSAL": causal,
                   "EVEN_S": True, "DOT_PRECISION": "tf32"}
@@ -359,26 +398,73 @@ def compile_summary(head_dim: int, causal: bool, config: tuple[int, int, int, in
 # [/attention:compile]
 
 
+def check_config(config: tuple[int, ...], head_dim: int) -> None:
+    """Raise ``ValueError`` for a (BLOCK_M, BLOCK_N, num_warps, num_stages) that the compiler or the
+    GPU refuses, before a compile: blocks powers of two of at least 16 (``tl.dot``), BLOCK_M a
+    multiple of BLOCK_N, ``num_warps`` and ``num_stages`` as
+    :func:`~infralens.tools.triton_compile.check_options` takes them, and tiles that fit a
+    register file: a program keeps its BLOCK_M x BLOCK_N scores and its BLOCK_M x D accumulator in
+    fp32 registers, and a tile larger than an SM's registers can only be spilled (the compiler
+    takes minutes to do so). Shared memory is not checked here: a config above the per-block
+    limit compiles, and Triton refuses it when it loads the kernel (:func:`shared_memory_bytes`).
+    """
+    from infralens.hardware import CC_LIMITS
+    from infralens.tools.triton_compile import check_block, check_options
+
+    if len(config) != 4:
+        raise ValueError(f"a config is BLOCK_M,BLOCK_N,WARPS,STAGES: got {len(config)} numbers")
+    block_m, block_n, num_warps, num_stages = config
+    check_block("BLOCK_M", block_m, least=16)
+    check_block("BLOCK_N", block_n, least=16)
+    if block_m % block_n:
+        raise ValueError(f"BLOCK_M {block_m} must be a multiple of BLOCK_N {block_n} "
+                         "(the causal split needs it)")
+    check_options(num_warps, num_stages)
+    registers = CC_LIMITS[(9, 0)].registers_per_sm.value
+    for tile, size in (("BLOCK_M x BLOCK_N scores", block_m * block_n),
+                       (f"BLOCK_M x D accumulator (D = {head_dim})", block_m * head_dim)):
+        if size > registers:
+            raise ValueError(f"config {','.join(map(str, config))}: its {tile} hold {size:,} fp32 "
+                             f"values, more than the {registers:,} registers of an SM")
+
+
+def _config(text: str) -> tuple[int, int, int, int]:
+    """argparse type of ``--config``: four integers, BLOCK_M,BLOCK_N,WARPS,STAGES."""
+    import argparse
+
+    try:
+        config = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        config = ()
+    if len(config) != 4:
+        raise argparse.ArgumentTypeError(f"expected BM,BN,WARPS,STAGES (four integers), got {text!r}")
+    return config
+
+
 def _main(argv: list[str] | None = None) -> int:
     import json
 
     from infralens.tools.cli import OneLineParser, UsageError, run_main
+    from infralens.tools.triton_compile import quiet
 
     parser = OneLineParser(
         prog="python -m infralens.attention.triton_flash",
         description="Compile the FlashAttention kernel for sm_90 offline and summarize its PTX.")
     parser.add_argument("--head-dim", type=int, default=128, choices=(64, 128))
     parser.add_argument("--causal", action="store_true")
-    parser.add_argument("--config", action="append", default=[], metavar="BM,BN,WARPS,STAGES")
+    parser.add_argument("--config", type=_config, action="append", default=[],
+                        metavar="BM,BN,WARPS,STAGES")
     parser.add_argument("--strided", action="store_true", help="do not assume unit inner strides")
 
     def summaries(argv: list[str] | None) -> list[dict]:  # compiling fails on a bad config too
         args = parser.parse_args(argv)
-        configs = [tuple(int(v) for v in c.split(",")) for c in args.config]
-        if not configs or any(len(c) != 4 for c in configs):
-            raise ValueError("give --config BM,BN,WARPS,STAGES at least once")
-        return [compile_summary(args.head_dim, args.causal, cfg, unit_stride=not args.strided)
-                for cfg in configs]
+        if not args.config:
+            raise UsageError("give --config BM,BN,WARPS,STAGES at least once")
+        for cfg in args.config:  # every config, before the first compile
+            check_config(cfg, args.head_dim)
+        with quiet():
+            return [compile_summary(args.head_dim, args.causal, cfg, unit_stride=not args.strided)
+                    for cfg in args.config]
 
     return run_main(parser.prog, argv, summaries, lambda rows: print(*map(json.dumps, rows), sep="\n"),
                     errors=(UsageError, ValueError, RuntimeError))

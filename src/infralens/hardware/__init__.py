@@ -1,7 +1,8 @@
 """Hardware constants with sources: the one place every page takes GPU numbers from.
 
-* :mod:`~infralens.hardware.specs`: the product numbers (SMs, HBM, L2, Tensor-Core rates,
-  NVLink) and per-SM limits by compute capability, each a :class:`Spec` with its source.
+* :mod:`~infralens.hardware.specs`: the product numbers (SMs, HBM, L2, peak rates per precision,
+  NVLink) of the SXM modules (``GPUS``) and of other form factors (``VARIANTS``: H100 PCIe and
+  NVL, GB200), and per-SM limits by compute capability, each a :class:`Spec` with its source.
 * :mod:`~infralens.hardware.facts`: finer architecture facts (inside the SM, memory-system
   granularities, pipe widths, interconnect links, other vendors), sourced the same way.
 * :mod:`~infralens.hardware.derived`: what follows from them (peak rates per precision, ridge

@@ -44,16 +44,22 @@ FACTS: Mapping[str, Spec] = MappingProxyType({
         "FlashAttention-3 (shah2024flashattention3) quotes."),
     "h100_boost_clock_hz": Spec(
         1980 * 10**6, "Hz", _H100_WP,
-        "H100 SXM5 maximum boost clock for work off the Tensor Cores, the clock its FP32 and FP64 "
-        "(non-Tensor) peak rates assume: 132 SMs x 128 FP32 lanes x 2 FLOP x 1.98 GHz = 66.9 "
-        "TFLOP/s, which the datasheet prints as 67. The whitepaper's Table 3 gives the SXM5 a "
-        "second, lower maximum boost clock for Tensor-Core work, 1,830 MHz, which the Tensor-Core "
-        "rates assume (derived.implied_tensor_clock_hz recovers it from those rates)."),
+        "H100 SXM5 maximum boost clock for everything except the reduced-precision Tensor-Core "
+        "rates: the FP32 and FP64 (non-Tensor) peaks and FP64 on the Tensor Cores assume it: "
+        "132 SMs x 128 FP32 lanes x 2 FLOP x 1.98 GHz = 66.9 TFLOP/s, which the datasheet prints "
+        "as 67, and FP64 Tensor is 132 x 256 FLOP x 1.98 GHz = 66.9 TFLOP/s too. The "
+        "whitepaper's Table 3 gives the SXM5 a second, lower maximum boost clock, 1,830 MHz, which "
+        "the TF32, FP16/BF16, FP8 and INT8 Tensor-Core rates assume "
+        "(derived.implied_tensor_clock_hz recovers it from those rates)."),
     "tensor_cores_per_sm": Spec(4, "per SM", _H100_WP, "A100 and H100 alike."),
     "h100_l1_smem_per_sm_bytes": Spec(256 * KIB, "B", _H100_WP,
                                       "Combined L1 data cache and shared memory per SM."),
     "a100_l1_smem_per_sm_bytes": Spec(192 * KIB, "B", _A100_WP),
     "max_warps_per_block": Spec(32, "warps", _GUIDE, "1024 threads per block."),
+    "l2_partitions": Spec(2, "partitions", _A100_WP,
+                          "The L2 cache is divided into two partitions, each caching data for the "
+                          "SMs of the GPCs directly connected to it (A100; the H100 keeps the "
+                          "partitioned L2 of nvidia2022h100whitepaper)."),
     # Memory-system granularities.
     "smem_banks": Spec(32, "banks", _GUIDE, "Successive 32-bit words map to successive banks."),
     "smem_bank_width_bytes": Spec(4, "B", _GUIDE),
@@ -85,8 +91,9 @@ FACTS: Mapping[str, Spec] = MappingProxyType({
     "b200_die_to_die_bytes_per_s": Spec(10 * TB, "B/s", "nvidia2024blackwell",
                                         "NV-HBI between the two dies of one B200."),
     "blackwell_tmem_per_sm_bytes": Spec(256 * KIB, "B", _PTX,
-                                        "Tensor Memory: 128 lanes x 512 columns of 32-bit cells per "
-                                        "CTA's SM, for tcgen05 accumulators."),
+                                        "Tensor Memory, where tcgen05 MMAs accumulate: 128 lanes x "
+                                        "512 columns of 32-bit cells per SM. A CTA allocates columns "
+                                        "(a power of two, 32 to 512) with tcgen05.alloc."),
     # AMD MI300X (CDNA 3), from AMD's data sheet and white paper.
     "mi300x_cus": Spec(304, "CUs", _MI300X),
     "mi300x_wavefront": Spec(64, "threads", _CDNA3, "CDNA executes wave64 wavefronts."),
@@ -102,9 +109,61 @@ FACTS: Mapping[str, Spec] = MappingProxyType({
     "mi300x_if_links": Spec(7, "links", _MI300X, "AMD Infinity Fabric links to the other seven GPUs."),
     "mi300x_if_link_bytes_per_s": Spec(
         128 * GB, "B/s", _MI300X,
-        "Peak per link. AMD does not say in the sheet whether this counts both directions; other "
-        "AMD material gives 64 GB/s each way, which would make it both-directions like NVLink.",
+        "Peak per link, both directions together, as the data sheet prints it (like NVLink's "
+        "figures): the CDNA 3 white paper (amd2023cdna3) makes each link 16 lanes at up to 32 Gb/s, "
+        "64 GB/s each way, and prints 896 GB/s of peak aggregate bandwidth for the seven links, "
+        "7 x 128 GB/s."),
+    "mi300x_if_link_lanes": Spec(16, "lanes", _CDNA3, "Seven x16 Infinity Fabric links per MI300X."),
+    "mi300x_if_lane_bits_per_s": Spec(32 * 10**9, "bit/s", _CDNA3,
+                                      "Infinity Fabric links of CDNA 3 operate at up to 32 Gb/s per lane."),
+    # Instruction throughput of compute capability 9.0 (H100, H200), results per clock per SM, from
+    # the guide's table of native arithmetic instructions; FP32 is h100_fp32_lanes_per_sm and the
+    # special functions sfu_results_per_clock_per_sm above. A warp-instruction is 32 results (64 for
+    # a half2 instruction).
+    "cc90_fp16_results_per_clock_per_sm": Spec(
+        256, "results/clock/SM", _GUIDE,
+        "16-bit floating-point add, multiply and multiply-add (a half2 instruction gives two)."),
+    "half2_results_per_lane": Spec(
+        2, "results per thread", _GUIDE,
+        "A half2 instruction (__hadd2, __hmul2, __hfma2; SASS HADD2, HMUL2, HFMA2) operates on two "
+        "16-bit values packed in one 32-bit register, and the guide's 16-bit throughput counts "
+        "each as a result: one half2 warp-instruction gives 2 x 32 = 64 results."),
+    "cc90_fp64_results_per_clock_per_sm": Spec(
+        64, "results/clock/SM", _GUIDE, "64-bit floating-point add, multiply and multiply-add."),
+    "cc90_int32_results_per_clock_per_sm": Spec(
+        64, "results/clock/SM", _GUIDE,
+        "32-bit integer add and subtract, bitwise AND, OR and XOR, shift, compare, min and max."),
+    "cc90_shuffle_results_per_clock_per_sm": Spec(32, "results/clock/SM", _GUIDE, "Warp shuffle."),
+    "cc90_conversion_results_per_clock_per_sm": Spec(
+        16, "results/clock/SM", _GUIDE,
+        "Type conversions other than 8- and 16-bit integers to 32-bit types (int to float, float "
+        "to int, and to or from 64-bit types)."),
+    # Dependent-issue latency: cycles from issuing an FP32 FMA to issuing one that uses its result.
+    "ffma_dependent_latency_cycles": Spec(
+        4, "cycles", "jia2018dissecting",
+        "Measured with chains of dependent FFMA instructions on Volta (V100). NVIDIA publishes no "
+        "figure, and no measurement on Hopper is cited here: for the H100 this is an "
+        "estimate until the lent GPU measures it.",
         uncertain=True),
+    # wgmma.mma_async (Hopper): M is 64 for every type; K depends on the input type, so that
+    # every instruction reads 32 bytes of K per row of A and per column of B.
+    "wgmma_m": Spec(64, "rows", _PTX, "Every wgmma.mma_async shape has M = 64: 16 rows per warp."),
+    "wgmma_n_max": Spec(256, "columns", _PTX, "N runs up to 256 (.m64n256k16 for 16-bit inputs)."),
+    "wgmma_k_tf32": Spec(8, "elements", _PTX, "Shapes .m64nNk8 for .tf32 inputs."),
+    "wgmma_k_f16": Spec(16, "elements", _PTX, "Shapes .m64nNk16 for .f16 and .bf16 inputs."),
+    "wgmma_k_fp8": Spec(32, "elements", _PTX, "Shapes .m64nNk32 for .e4m3 and .e5m2 inputs."),
+    "wgmma_k_int8": Spec(32, "elements", _PTX, "Shapes .m64nNk32 for .s8 and .u8 inputs."),
+    # FP8 accumulation in Hopper's Tensor Cores, as DeepSeek-V3 measured and worked around it.
+    "hopper_fp8_mma_accumulation_bits": Spec(
+        14, "bits", "deepseekai2024deepseekv3",
+        "DeepSeek-V3 (section 3.3.2) observes that FP8 GEMMs on H800 GPUs accumulate in the Tensor "
+        "Cores with about 14 bits of precision, far fewer than FP32; NVIDIA documents no figure. "
+        "An observation, not a specification.",
+        uncertain=True),
+    "deepseek_v3_fp8_promotion_elements": Spec(
+        128, "elements of K", "deepseekai2024deepseekv3",
+        "DeepSeek-V3 copies the Tensor Cores' partial sums to FP32 registers on the CUDA cores "
+        "every 128 elements of K (four WGMMAs), where they are accumulated in full FP32."),
 })
 # [/hardware:facts]
 

@@ -6,7 +6,7 @@ cells with ``IPython.display.Markdown``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from infralens.hardware.derived import (
     hbm_bytes_per_sm_per_clock,
@@ -15,6 +15,7 @@ from infralens.hardware.derived import (
     ridge_point,
     uncertain_specs,
 )
+from infralens.hardware.facts import FACTS
 from infralens.hardware.notation import NOTATION, NOTATION_SOURCES
 from infralens.hardware.specs import (
     _CUDA_GUIDE,
@@ -33,9 +34,12 @@ from infralens.hardware.specs import (
 from infralens.tools.glue import markdown_table
 
 __all__ = [
-    "fmt_tbps", "fmt_gbps", "fmt_tflops", "fmt_bytes", "fmt_spec",
+    "fmt_tbps", "fmt_gbps", "fmt_tflops", "fmt_tops", "fmt_bytes", "fmt_spec",
     "reference_table_markdown", "sm_limits_table_markdown", "derived_table_markdown",
     "notation_table_markdown", "units_table_markdown", "uncertainty_notes_markdown",
+    "PRECISION_ROWS", "precision_table_markdown", "spec_table_markdown",
+    "ALLOCATION_RULE_ROWS", "allocation_rules_table_markdown", "KERNEL_FACT_ROWS",
+    "kernel_facts_table_markdown",
 ]
 
 
@@ -59,6 +63,11 @@ def fmt_tflops(flops: float, decimals: int = 1) -> str:
     return f"{_trim(flops / TB, decimals)} TFLOP/s"
 
 
+def fmt_tops(ops: float, decimals: int = 1) -> str:
+    """1978.9e12 -> '1,978.9 TOP/s' (integer operations, decimal tera)."""
+    return f"{_trim(ops / TB, decimals)} TOP/s"
+
+
 def fmt_bytes(n: float, decimals: int = 2) -> str:
     """Binary units: 80 * 2**30 -> '80 GiB', 228 * 1024 -> '228 KiB'."""
     for unit, size in (("TiB", 1024**4), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
@@ -78,6 +87,8 @@ def fmt_spec(spec: Spec | None) -> str:
         return fmt_tbps(v) if v >= TB else fmt_gbps(v)
     if spec.unit == "FLOP/s":
         return fmt_tflops(v)
+    if spec.unit == "OP/s":
+        return fmt_tops(v)
     if spec.unit == "Hz":
         return f"{_trim(v / 10**6, 0)} MHz"
     if spec.unit == "32-bit registers" and v % 1024 == 0:
@@ -177,6 +188,105 @@ def derived_table_markdown(gpus: Iterable[GPU] | None = None) -> str:
     return markdown_table(header, rows)
 
 
+
+
+# [hardware:precision-table]
+#: The rows of :func:`precision_table_markdown`: (precision, where it runs, GPU field).
+PRECISION_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("FP64", "FP64 units", "nontensor_fp64_flops"),
+    ("FP64", "Tensor Cores", "dense_fp64_flops"),
+    ("FP32", "FP32 units", "nontensor_fp32_flops"),
+    ("TF32", "Tensor Cores", "dense_tf32_flops"),
+    ("BF16", "Tensor Cores", "dense_bf16_flops"),
+    ("FP16", "Tensor Cores", "dense_fp16_flops"),
+    ("FP8", "Tensor Cores", "dense_fp8_flops"),
+    ("INT8", "Tensor Cores", "dense_int8_ops"),
+)
+
+
+def precision_table_markdown(gpu: GPU, cite: bool = True) -> str:
+    """One GPU's peak rate in every precision the vendor prints, dense, each cited, with its
+    ratio to the FP32 rate outside the Tensor Cores. Rows the vendor leaves blank are left out."""
+    base = gpu.nontensor_fp32_flops
+    header = ["Precision", "Runs on", "Peak, dense", "× FP32 on FP32 units"]
+    rows = []
+    for precision, unit, field in PRECISION_ROWS:
+        spec = getattr(gpu, field)
+        if spec is None:
+            continue
+        ratio = "—" if base is None else f"{spec.value / base.value:,.1f}"
+        rows.append([precision, unit, _cell(spec, cite), ratio])
+    return markdown_table(header, rows)
+# [/hardware:precision-table]
+
+
+_SI_UNITS = {"B", "B/s", "FLOP/s", "OP/s", "Hz"}
+
+
+def _value(spec: Spec) -> str:
+    """A Spec's value with its unit written out where fmt_spec does not (counts)."""
+    text = fmt_spec(spec)
+    return text if spec.unit in _SI_UNITS else f"{text} {spec.unit}"
+
+
+def spec_table_markdown(rows: Iterable[tuple[str, Spec]], cite: bool = True,
+                        notes: bool = True) -> str:
+    """(quantity, Spec) pairs as a MyST table: the quantity, its value with its unit and
+    citation (a dagger where the value is uncertain) and, with ``notes``, the Spec's note."""
+    out = []
+    for what, spec in rows:
+        value = _value(spec) + (_DAGGER if spec.uncertain else "")
+        if cite:
+            value += f" {{cite:p}}`{spec.source}`"
+        out.append([what, value, spec.note] if notes else [what, value])
+    return markdown_table(["Quantity", "Value", "Note"][:3 if notes else 2], out)
+
+
+#: The rows of :func:`allocation_rules_table_markdown`: (quantity, AllocationRules field).
+ALLOCATION_RULE_ROWS: tuple[tuple[str, str], ...] = (
+    ("32-bit registers per thread, at most", "max_registers_per_thread"),
+    ("Register allocation unit", "register_allocation_unit"),
+    ("Shared memory reserved per block", "smem_reserved_per_block"),
+    ("Shared-memory allocation unit", "smem_allocation_unit"),
+    ("Shared memory per block without opt-in", "smem_per_block_default"),
+)
+
+
+def allocation_rules_table_markdown(rules: Mapping[tuple[int, int], object],
+                                    cite: bool = True) -> str:
+    """How each compute capability allocates registers and shared memory to a block, one column
+    per capability. ``rules`` maps a compute capability to an object with the Spec fields of
+    ``ALLOCATION_RULE_ROWS`` (:data:`infralens.gpuarch.occupancy.RULES`, which imports this
+    package, so the page passes it in)."""
+    ccs = list(rules)
+    header = ["Quantity"] + [f"CC {a}.{b}" for a, b in ccs]
+    rows = []
+    for what, field in ALLOCATION_RULE_ROWS:
+        cells = []
+        for cc in ccs:
+            spec = getattr(rules[cc], field)
+            cells.append(_value(spec) + (f" {{cite:p}}`{spec.source}`" if cite else ""))
+        rows.append([what, *cells])
+    return markdown_table(header, rows)
+
+
+#: The rows of :func:`kernel_facts_table_markdown`: (quantity, FACTS key).
+KERNEL_FACT_ROWS: tuple[tuple[str, str], ...] = (
+    ("FP32 units per SM, CC 8.0 (one FMA each per clock)", "a100_fp32_lanes_per_sm"),
+    ("FP32 units per SM, CC 9.0", "h100_fp32_lanes_per_sm"),
+    ("Special-function results per clock per SM, CC 8.0 and 9.0", "sfu_results_per_clock_per_sm"),
+    ("Tensor Memory per SM, CC 10.0", "blackwell_tmem_per_sm_bytes"),
+    ("Shared-memory banks", "smem_banks"),
+    ("Shared-memory bank width", "smem_bank_width_bytes"),
+    ("Global-memory sector", "sector_bytes"),
+    ("L1 and L2 cache line", "cache_line_bytes"),
+)
+
+
+def kernel_facts_table_markdown(cite: bool = True) -> str:
+    """The per-SM pipe widths and memory granularities kernel code is written against."""
+    return spec_table_markdown(((what, FACTS[key]) for what, key in KERNEL_FACT_ROWS), cite,
+                               notes=False)
 
 
 def notation_table_markdown(cite: bool = True) -> str:

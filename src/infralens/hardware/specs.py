@@ -17,7 +17,9 @@ Conventions
   reading, so the stored capacity is slightly more than a program can allocate.
 * Tensor-Core rates are DENSE. Datasheets print 2:4-structured-sparse rates with an asterisk;
   the ``sparse_*`` fields keep those printed values, and a test checks dense * 2 == sparse.
-* An FMA counts as 2 FLOP.
+  ``dense_*`` fields are Tensor-Core rates; ``nontensor_*`` fields are the rates of the FP32 and
+  FP64 units outside the Tensor Cores. INT8 rates are in integer operations per second (OP/s).
+* An FMA counts as 2 FLOP (2 OP for INT8).
 * NVLink bandwidth is the total over both directions and all links of one GPU, as NVIDIA
   quotes it (H100: 900 GB/s = 450 GB/s each way).
 
@@ -34,7 +36,8 @@ from types import MappingProxyType
 
 __all__ = [
     "KIB", "MIB", "GIB", "KB", "MB", "GB", "TB",
-    "Spec", "SMLimits", "GPU", "CC_LIMITS", "ARCHITECTURES", "GPUS", "DTYPES",
+    "Spec", "SMLimits", "GPU", "CC_LIMITS", "ARCHITECTURES", "GPUS", "VARIANTS", "ALL_GPUS",
+    "DTYPES",
 ]
 
 # --- units -------------------------------------------------------------------------------
@@ -121,9 +124,11 @@ ARCHITECTURES: Mapping[tuple[int, int], str] = MappingProxyType({
 
 @dataclass(frozen=True)
 class GPU:
-    """One GPU product (SXM variant), every number a :class:`Spec`.
+    """One GPU product, every number a :class:`Spec`.
 
-    ``None`` means: not published by the vendor and not stored.
+    :data:`GPUS` holds the SXM modules of HGX and DGX servers; :data:`VARIANTS` other form
+    factors and packagings of the same chips. ``None`` means: not published by the vendor and
+    not stored.
     """
 
     name: str
@@ -145,11 +150,22 @@ class GPU:
     boost_clock_hz: Spec | None = None
     #: Names the CUDA driver reports for exactly this product (torch.cuda.get_device_name()).
     device_names: tuple[str, ...] = ()
+    # Rates of the other precisions, where the vendor prints them (see the module docstring).
+    dense_tf32_flops: Spec | None = None
+    dense_int8_ops: Spec | None = None
+    #: FP64 on the Tensor Cores (DMMA); no sparse rate exists.
+    dense_fp64_flops: Spec | None = None
+    #: FP32 and FP64 on the units outside the Tensor Cores (FFMA, DFMA).
+    nontensor_fp32_flops: Spec | None = None
+    nontensor_fp64_flops: Spec | None = None
+    #: The key of :data:`ALL_GPUS` where the model number alone is ambiguous ("h100_pcie").
+    slug: str = ""
 
     @property
     def key(self) -> str:
-        """The short name GPUS is keyed by: the model number, lower case ("h100")."""
-        return self.name.split()[0].lower()
+        """The short name GPUS is keyed by: the model number, lower case ("h100"), unless a
+        slug tells two form factors of one model apart ("h100_pcie")."""
+        return self.slug or self.name.split()[0].lower()
 
     @property
     def arch(self) -> str:
@@ -249,6 +265,19 @@ H100 = GPU(
         4096, "FLOP/clock/SM", "nvidia2022h100whitepaper",
         "The whitepaper gives the H100 SM twice the A100 SM's dense MMA rate, clock for clock."),
     boost_clock_hz=None,  # Not printed consistently for the peak rates: implied_tensor_clock_hz.
+    dense_tf32_flops=Spec(494.7 * TB, "FLOP/s", "nvidia2022h100whitepaper",
+                          "Table 3 prints 494.7/989.4 (dense/sparse)."),
+    dense_int8_ops=Spec(1978.9 * TB, "OP/s", "nvidia2022h100whitepaper",
+                        "Table 3 prints 1978.9/3957.8 TOPS (dense/sparse), as for FP8."),
+    dense_fp64_flops=Spec(66.9 * TB, "FLOP/s", "nvidia2022h100whitepaper",
+                          "FP64 Tensor Core; Table 3 computes it at the 1,980 MHz boost clock, "
+                          "not the 1,830 MHz of the other Tensor-Core rates."),
+    nontensor_fp32_flops=Spec(66.9 * TB, "FLOP/s", "nvidia2022h100whitepaper",
+                              "132 SMs x 128 FP32 units x 2 FLOP x 1.98 GHz; the datasheet "
+                              "prints 67."),
+    nontensor_fp64_flops=Spec(33.5 * TB, "FLOP/s", "nvidia2022h100whitepaper",
+                              "132 SMs x 64 FP64 units x 2 FLOP x 1.98 GHz; the datasheet "
+                              "prints 34."),
 )
 
 
@@ -322,5 +351,127 @@ B200 = GPU(
 # [/hardware:gpus]
 
 GPUS: Mapping[str, GPU] = MappingProxyType({g.key: g for g in (A100, H100, H200, B200)})
+
+
+# [hardware:variants]
+# Other form factors of the same chips. The H100 PCIe and the H100 NVL are GH100s on PCIe cards
+# (pairs joined by NVLink bridges), with fewer SMs or lower clocks than the SXM5 module; the GB200
+# is the Blackwell GPU of a Grace Blackwell superchip (one Grace CPU, two GPUs), stored per GPU.
+H100_PCIE = GPU(
+    name="H100 PCIe 80GB",
+    slug="h100_pcie",
+    compute_capability=(9, 0),
+    memory_type="HBM2e",
+    device_names=("NVIDIA H100 PCIe",),
+    sm_count=Spec(114, "SMs", "nvidia2022h100whitepaper", "Table 3, H100 PCIe column: 57 TPCs."),
+    hbm_capacity_bytes=_hbm(80, "nvidia2022h100datasheet", "Datasheet (H100 PCIe column)"),
+    hbm_bandwidth_bytes_per_s=Spec(
+        2.0 * TB, "B/s", "nvidia2022h100datasheet",
+        "The datasheet and NVIDIA's H100 PCIe product brief print 2 TB/s (2,000 GB/s); the "
+        "whitepaper's Table 3 prints 2,039 GB/s, in a row it marks as not finalized."),
+    l2_bytes=Spec(50 * MIB, "B", "nvidia2022h100whitepaper", "Table 3 prints '50 MB', as for SXM5."),
+    dense_bf16_flops=Spec(756 * TB, "FLOP/s", "nvidia2022h100whitepaper",
+                          "Table 3 prints 756/1513 (dense/sparse)."),
+    dense_fp16_flops=Spec(756 * TB, "FLOP/s", "nvidia2022h100whitepaper"),
+    dense_fp8_flops=Spec(1513 * TB, "FLOP/s", "nvidia2022h100whitepaper",
+                         "Table 3 prints 1513/3026 (dense/sparse)."),
+    sparse_bf16_flops=Spec(1513 * TB, "FLOP/s", "nvidia2022h100datasheet", _SPARSE_NOTE),
+    sparse_fp8_flops=Spec(3026 * TB, "FLOP/s", "nvidia2022h100datasheet", _SPARSE_NOTE),
+    nvlink_bandwidth_bytes_per_s=Spec(
+        600 * GB, "B/s", "nvidia2022h100datasheet",
+        "Through three NVLink bridges that join two adjacent cards; no NVSwitch. " + _NVLINK_NOTE),
+    dense_bf16_flop_per_clock_per_sm=Spec(
+        4096, "FLOP/clock/SM", "nvidia2022h100whitepaper", "The same SM as the SXM5's."),
+    boost_clock_hz=Spec(
+        1755 * 10**6, "Hz", "nvidia2022h100whitepaper",
+        "Table 3: 1,755 MHz for the FP32 and FP64 rates and FP64 on the Tensor Cores (114 SMs x "
+        "256 FLOP x 1.755 GHz = 51.2 TFLOP/s), 1,620 MHz for the TF32, FP16/BF16, FP8 and INT8 "
+        "Tensor-Core rates."),
+    dense_tf32_flops=Spec(378 * TB, "FLOP/s", "nvidia2022h100whitepaper",
+                          "Table 3 prints 378/756 (dense/sparse)."),
+    dense_int8_ops=Spec(1513 * TB, "OP/s", "nvidia2022h100whitepaper",
+                        "Table 3 prints 1513/3026 TOPS (dense/sparse)."),
+    dense_fp64_flops=Spec(51.2 * TB, "FLOP/s", "nvidia2022h100whitepaper"),
+    nontensor_fp32_flops=Spec(51.2 * TB, "FLOP/s", "nvidia2022h100whitepaper",
+                              "The datasheet prints 51."),
+    nontensor_fp64_flops=Spec(25.6 * TB, "FLOP/s", "nvidia2022h100whitepaper",
+                              "The datasheet prints 26."),
+)
+
+_NVL_NOTE = "The datasheet prints only the rate with sparsity ({}*); dense is half."
+
+H100_NVL = GPU(
+    name="H100 NVL 94GB",
+    slug="h100_nvl",
+    compute_capability=(9, 0),
+    memory_type="HBM3",
+    device_names=("NVIDIA H100 NVL",),
+    sm_count=None,  # Not in NVIDIA's H100 NVL datasheet.
+    hbm_capacity_bytes=_hbm(94, "nvidia2024h100datasheet", "The datasheet"),
+    hbm_bandwidth_bytes_per_s=Spec(3.9 * TB, "B/s", "nvidia2024h100datasheet"),
+    l2_bytes=None,  # Not in the datasheet.
+    dense_bf16_flops=Spec(835.5 * TB, "FLOP/s", "nvidia2024h100datasheet",
+                          _NVL_NOTE.format("1,671")),
+    dense_fp16_flops=Spec(835.5 * TB, "FLOP/s", "nvidia2024h100datasheet",
+                          _NVL_NOTE.format("1,671")),
+    dense_fp8_flops=Spec(1670.5 * TB, "FLOP/s", "nvidia2024h100datasheet",
+                         _NVL_NOTE.format("3,341")),
+    sparse_bf16_flops=Spec(1671 * TB, "FLOP/s", "nvidia2024h100datasheet", _SPARSE_NOTE),
+    sparse_fp8_flops=Spec(3341 * TB, "FLOP/s", "nvidia2024h100datasheet", _SPARSE_NOTE),
+    nvlink_bandwidth_bytes_per_s=Spec(
+        600 * GB, "B/s", "nvidia2024h100datasheet",
+        "NVLink bridges between cards; no NVSwitch. " + _NVLINK_NOTE),
+    dense_tf32_flops=Spec(417.5 * TB, "FLOP/s", "nvidia2024h100datasheet",
+                          _NVL_NOTE.format("835")),
+    dense_int8_ops=Spec(1670.5 * TB, "OP/s", "nvidia2024h100datasheet",
+                        _NVL_NOTE.format("3,341 TOPS")),
+    dense_fp64_flops=Spec(60 * TB, "FLOP/s", "nvidia2024h100datasheet"),
+    nontensor_fp32_flops=Spec(60 * TB, "FLOP/s", "nvidia2024h100datasheet"),
+    nontensor_fp64_flops=Spec(30 * TB, "FLOP/s", "nvidia2024h100datasheet"),
+)
+
+_GB200 = "nvidia2024gb200nvl72"
+_SUPERCHIP_NOTE = ("NVIDIA prints {} per GB200 superchip (one Grace CPU, two GPUs), with sparsity "
+                   "(its footnote: dense is one half); per GPU and dense: {}. NVIDIA rates a GB200 "
+                   "GPU above an HGX B200 GPU.")
+
+GB200 = GPU(
+    name="GB200 (per GPU)",
+    compute_capability=(10, 0),
+    memory_type="HBM3e",
+    device_names=("NVIDIA GB200",),
+    sm_count=None,  # Not published.
+    hbm_capacity_bytes=Spec(
+        186 * GIB, "B", _GB200,
+        "NVIDIA's GB200 NVL72 page prints 372 GB per superchip (13.4 TB for 72 GPUs); its earlier "
+        "version printed 384 GB (13.5 TB). Per GPU: 186 GB, stored as 186 GiB like the other "
+        "capacities.",
+        uncertain=True),
+    hbm_bandwidth_bytes_per_s=Spec(
+        8 * TB, "B/s", _GB200, "16 TB/s per superchip, 576 TB/s for 72 GPUs: 8 TB/s per GPU."),
+    l2_bytes=None,  # Not published.
+    dense_bf16_flops=Spec(2.5 * 10**15, "FLOP/s", _GB200,
+                          _SUPERCHIP_NOTE.format("10 PFLOPS FP16/BF16", "10 / 2 / 2")),
+    dense_fp16_flops=Spec(2.5 * 10**15, "FLOP/s", _GB200, "Printed as 'FP16/BF16'."),
+    dense_fp8_flops=Spec(5 * 10**15, "FLOP/s", _GB200,
+                         _SUPERCHIP_NOTE.format("20 PFLOPS FP8/FP6", "20 / 2 / 2")),
+    sparse_bf16_flops=Spec(5 * 10**15, "FLOP/s", _GB200, _SPARSE_NOTE + " Per GPU: 10 / 2."),
+    sparse_fp8_flops=Spec(10 * 10**15, "FLOP/s", _GB200, _SPARSE_NOTE + " Per GPU: 20 / 2."),
+    nvlink_bandwidth_bytes_per_s=Spec(
+        1800 * GB, "B/s", _GB200,
+        "3.6 TB/s per superchip; fifth-generation NVLink through the NVL72's NVLink switches. "
+        + _NVLINK_NOTE),
+    dense_tf32_flops=Spec(1.25 * 10**15, "FLOP/s", _GB200,
+                          _SUPERCHIP_NOTE.format("5 PFLOPS TF32", "5 / 2 / 2")),
+    dense_int8_ops=Spec(5 * 10**15, "OP/s", _GB200,
+                        _SUPERCHIP_NOTE.format("20 POPS INT8", "20 / 2 / 2")),
+    nontensor_fp32_flops=Spec(80 * TB, "FLOP/s", _GB200, "160 TFLOPS per superchip."),
+)
+# [/hardware:variants]
+
+#: Other form factors and packagings, keyed like :data:`GPUS`.
+VARIANTS: Mapping[str, GPU] = MappingProxyType({g.key: g for g in (H100_PCIE, H100_NVL, GB200)})
+#: :data:`GPUS` and :data:`VARIANTS` together.
+ALL_GPUS: Mapping[str, GPU] = MappingProxyType({**GPUS, **VARIANTS})
 
 DTYPES = ("bf16", "fp16", "fp8")

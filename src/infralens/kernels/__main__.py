@@ -68,7 +68,28 @@ def _command(args: argparse.Namespace) -> None:
     if args.command == "report":
         _report(args)
     else:
+        _check_driver(args)
         _ncu_driver(args)
+
+
+def _check_driver(args: argparse.Namespace) -> None:
+    """What ``ncu-driver`` needs before it builds or launches anything: a GPU, sizes the kernels
+    index and the GPU's free memory holds (the input and one output of as many float32s)."""
+    torch = torch_module()
+    if not torch.cuda.is_available():
+        raise UsageError(f"no CUDA GPU visible to PyTorch {torch.__version__}: ncu-driver launches "
+                         "the kernels on one (run it on a machine with an NVIDIA GPU)")
+    if args.source == "reduce":
+        elements = args.n
+    else:
+        if max(args.rows, args.cols) >= 2**31:
+            raise UsageError(f"--rows {args.rows} --cols {args.cols}: the transpose kernels index "
+                             "rows and columns with a 32-bit int (at most 2**31 - 1)")
+        elements = args.rows * args.cols
+    needed, free = 2 * 4 * elements, torch.cuda.mem_get_info()[0]
+    if needed > free:
+        raise UsageError(f"{elements:,} float32 elements, in and out, need {needed / 2**30:,.1f} GiB; "
+                         f"the GPU has {free / 2**30:,.1f} GiB free")
 
 
 if __name__ == "__main__":

@@ -158,3 +158,17 @@ def run_ncu(name: str, metrics: Iterable[str], driver_args: Sequence[str] = (), 
     out = ncu.profile([sys.executable, "-m", "infralens.kernels", "ncu-driver", name, *driver_args],
                       metrics, kernel_regex="^(reduce|copy|transpose)", env=env, timeout=timeout)
     return {**out, "driver": [name, *driver_args]}
+
+
+def run_ncu_source(name: str, driver_args: Sequence[str] = (), *, kernel_regex: str,
+                   metrics: Iterable[str] = ncu.SHARED_METRICS, timeout: float = 300.0) -> dict:
+    """Nsight Compute's Source page for the kernels of ``<name>.cu`` that ``kernel_regex`` picks,
+    launched once each by the ``ncu-driver`` of :func:`run_ncu`: every shared-memory instruction's
+    wavefronts against the wavefronts its addresses require, with the aggregate ``metrics`` of the
+    same launches (:func:`infralens.tools.ncu.profile_source`)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(KERNEL_DIR.parents[1]),
+                                                      env.get("PYTHONPATH")]))
+    out = ncu.profile_source([sys.executable, "-m", "infralens.kernels", "ncu-driver", name, *driver_args],
+                             metrics, kernel_regex=kernel_regex, env=env, timeout=timeout)
+    return {**out, "driver": [name, *driver_args]}

@@ -1,8 +1,9 @@
 // Lab 04: the reduction ladder. Seven kernels that each sum n float32 values, every rung changing
-// one idea of the rung before it, plus the copy kernel that sets the ceiling they are measured
-// against. Each kernel has an extern "C" launcher that validates its arguments, reads what it
-// needs from the device, launches on the caller's stream and returns the cudaError_t of the launch
-// (0 on success), so the Python side (infralens/tools/nvcc.py) can check every launch.
+// one idea of the rung before it, two single-kernel variants of the last rung, and the copy
+// kernel that sets the ceiling they are measured against. Each kernel has an extern "C" launcher
+// that validates its arguments, reads what it needs from the device, launches on the caller's
+// stream and returns the cudaError_t of the launch (0 on success), so the Python side
+// (infralens/tools/nvcc.py) can check every launch.
 //
 // Build (cuda_build.build("reduce") does it, and prints the exact command):
 //   nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -lineinfo -Xptxas -v
@@ -194,8 +195,11 @@ __device__ __forceinline__ float block_sum(float v) {
 // thread sums many elements in registers and the block-level tree runs once per block, not once
 // per 512 elements. partials[b] receives block b's sum; reduce6_finalize adds them in a fixed
 // order, so the result is deterministic, unlike the atomics of rungs 0 to 5.
-extern "C" __global__ void reduce6_grid_stride(const float* __restrict__ x, float* partials,
-                                               long long n) {
+//
+// The loop each thread runs is a function, because the single-kernel variants below
+// ([reduce:grid-atomic], [reduce:grid-last-block]) run the same loop and differ only in how the
+// block sums are combined.
+__device__ __forceinline__ float grid_stride_thread_sum(const float* __restrict__ x, long long n) {
   const float4* x4 = reinterpret_cast<const float4*>(x);  // the launcher checked 16-byte alignment
   long long n4 = n / 4;                                     // whole float4 vectors
   long long stride = (long long)gridDim.x * kBlock;         // threads in the grid
@@ -216,20 +220,68 @@ extern "C" __global__ void reduce6_grid_stride(const float* __restrict__ x, floa
   }
   long long tail = (long long)blockIdx.x * kBlock + threadIdx.x;  // n % 4 scalars after the vectors
   if (tail < n - 4 * n4) acc[0] += x[4 * n4 + tail];
-  float sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  sum = block_sum(sum);
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+extern "C" __global__ void reduce6_grid_stride(const float* __restrict__ x, float* partials,
+                                               long long n) {
+  float sum = block_sum(grid_stride_thread_sum(x, n));
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
 // The second pass: one block adds the m partial sums. Thread t takes partials t, t+kBlock, ... in
-// that order, then the block tree: a fixed order, hence the same bits on every run.
-extern "C" __global__ void reduce6_finalize(const float* __restrict__ partials, float* out, int m) {
+// that order, then the block tree: a fixed order, hence the same bits on every run. `load(j)`
+// reads partial j (the single-kernel variant below reads through L2).
+template <typename Load>
+__device__ __forceinline__ float sum_partials(int m, Load load) {
   float v = 0.0f;
-  for (int j = threadIdx.x; j < m; j += kBlock) v += partials[j];
-  v = block_sum(v);
+  for (int j = threadIdx.x; j < m; j += kBlock) v += load(j);
+  return block_sum(v);
+}
+
+extern "C" __global__ void reduce6_finalize(const float* __restrict__ partials, float* out, int m) {
+  float v = sum_partials(m, [=](int j) { return partials[j]; });
   if (threadIdx.x == 0) *out = v;
 }
 // [/reduce:rung6]
+
+// [reduce:grid-atomic]
+// Rung 6's grid and loop in ONE kernel: each block adds its sum to *out with one atomicAdd. The
+// grid is one wave of blocks (about a thousand on an H100), so that many atomics reach the one
+// address, where rungs 1 to 5 issue one per 256 or 512 elements. The order in which the blocks
+// finish, and so the rounding of the sum, can change from run to run: not deterministic.
+extern "C" __global__ void reduce_grid_atomic(const float* __restrict__ x, float* out, long long n) {
+  float sum = block_sum(grid_stride_thread_sum(x, n));
+  if (threadIdx.x == 0) atomicAdd(out, sum);
+}
+// [/reduce:grid-atomic]
+
+// [reduce:grid-last-block]
+// Rung 6's grid and loop in ONE kernel, deterministic: each block stores its sum in partials[b]
+// (as rung 6 does), makes that store visible to the whole GPU (__threadfence), then takes a ticket
+// from a counter. The block that draws the last ticket knows every other partial is written and
+// adds them all in the fixed order of reduce6_finalize. The pattern of the CUDA Programming
+// Guide's example for memory fences; the launcher zeroes the counter before each launch.
+// __launch_bounds__ asks ptxas to fit 2048 / kBlock = 8 blocks per SM (at most 32 registers per
+// thread), the residency rung 6 reaches on sm_90: there the two grids, and with them the order of
+// the additions, are the same.
+extern "C" __global__ void __launch_bounds__(kBlock, 2048 / kBlock)
+reduce_grid_last_block(const float* __restrict__ x, float* out, float* partials, unsigned int* counter,
+                       long long n) {
+  __shared__ bool last;
+  float sum = block_sum(grid_stride_thread_sum(x, n));
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = sum;
+    __threadfence();  // the partial is visible to every block before the ticket is taken
+    last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();  // protects: every thread of the block sees `last`
+  if (last) {  // rung 6's second pass, in the same order; __ldcg reads the partials from L2
+    float v = sum_partials((int)gridDim.x, [=](int j) { return __ldcg(partials + j); });
+    if (threadIdx.x == 0) *out = v;
+  }
+}
+// [/reduce:grid-last-block]
 
 // [reduce:copy]
 // The ceiling: a device-to-device copy. Each thread moves one 16-byte vector and the grid covers
@@ -265,16 +317,19 @@ extern "C" int reduce_block_size() { return kBlock; }
 // [reduce:grid-size]
 // Blocks of the fixed grid of rung 6 and the copy: every SM filled with as many blocks as fit at
 // once. Both numbers come from the device, so the same code sizes itself on an A100 or an H100.
-extern "C" int reduce6_grid_size(int* blocks) {
+template <typename Kernel>
+static cudaError_t full_wave(Kernel kernel, int* blocks) {
   if (blocks == nullptr) return cudaErrorInvalidValue;
   int dev = 0, sms = 0, per_sm = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err == cudaSuccess)
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reduce6_grid_stride, kBlock, 0);
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, 0);
   *blocks = sms * per_sm;
   return err;
 }
+
+extern "C" int reduce6_grid_size(int* blocks) { return full_wave(reduce6_grid_stride, blocks); }
 // [/reduce:grid-size]
 
 // [reduce:launch]
@@ -383,6 +438,38 @@ extern "C" int launch_reduce6_grid_stride(const float* x, float* out, float* par
   return cudaGetLastError();
 }
 // [/reduce:launch6]
+
+// [reduce:launch-single]
+// The single-kernel variants of rung 6: variant 0 is reduce_grid_atomic (zeroes *out first, as
+// rungs 0 to 5 do), variant 1 reduce_grid_last_block (zeroes the ticket counter first and needs
+// one partial per block). Each sizes its own grid as one full wave.
+extern "C" int reduce_variant_grid_size(int variant, int* blocks) {
+  if (variant == 0) return full_wave(reduce_grid_atomic, blocks);
+  if (variant == 1) return full_wave(reduce_grid_last_block, blocks);
+  return cudaErrorInvalidValue;
+}
+
+extern "C" int launch_reduce_variant(int variant, const float* x, float* out, float* partials,
+                                     int num_partials, unsigned int* counter, long long n,
+                                     cudaStream_t stream) {
+  cudaError_t err = check_args(x, out, n);
+  if (err != cudaSuccess) return err;
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0) return cudaErrorInvalidValue;  // float4 loads
+  int blocks = 0;
+  if ((err = static_cast<cudaError_t>(reduce_variant_grid_size(variant, &blocks))) != cudaSuccess)
+    return err;
+  if (blocks <= 0) return cudaErrorInvalidConfiguration;
+  if (variant == 0) {
+    if ((err = cudaMemsetAsync(out, 0, sizeof(float), stream)) != cudaSuccess) return err;
+    reduce_grid_atomic<<<blocks, kBlock, 0, stream>>>(x, out, n);
+  } else {
+    if (partials == nullptr || counter == nullptr || num_partials < blocks) return cudaErrorInvalidValue;
+    if ((err = cudaMemsetAsync(counter, 0, sizeof(unsigned int), stream)) != cudaSuccess) return err;
+    reduce_grid_last_block<<<blocks, kBlock, 0, stream>>>(x, out, partials, counter, n);
+  }
+  return cudaGetLastError();
+}
+// [/reduce:launch-single]
 
 extern "C" int launch_copy_vec4(const float* x, float* y, long long n, cudaStream_t stream) {
   cudaError_t err = check_args(x, y, n);

@@ -23,6 +23,10 @@ REDUCE_RUNGS = (
     "reduce6_grid_stride",
 )
 TREE_RUNGS = REDUCE_RUNGS[1:6]  # the rungs with a shared-memory tree and one atomic per block
+#: Rung 6 in one kernel: its grid and loop, then one atomic per block (nondeterministic), or the
+#: last block to finish adding the partials in rung 6's order (deterministic). Not rungs of the
+#: ladder: the launcher takes them by their position here.
+SINGLE_KERNEL_VARIANTS = ("reduce_grid_atomic", "reduce_grid_last_block")
 INPUT_KINDS = ("integers", "normal")
 
 
@@ -97,17 +101,31 @@ class ReduceKernels(Library):
         self._grid = self._fn("reduce6_grid_size", [ctypes.POINTER(INT)])
         self._fn("launch_reduce_block_sums", [INT, VOID_P, VOID_P, LONGLONG, LONGLONG, VOID_P])
         self._tree_blocks = self._fn("reduce_tree_blocks", [INT, LONGLONG], restype=LONGLONG)
+        self._variant_grid = self._fn("reduce_variant_grid_size", [INT, ctypes.POINTER(INT)])
+        self._fn("launch_reduce_variant", [INT, VOID_P, VOID_P, VOID_P, INT, VOID_P, LONGLONG, VOID_P])
 
-    def grid_size(self) -> int:
-        """Blocks in rung 6's fixed grid on the current device (SMs x resident blocks per SM)."""
+    def grid_size(self, kernel: str = "reduce6_grid_stride") -> int:
+        """Blocks in the fixed grid of rung 6 (or of a :data:`SINGLE_KERNEL_VARIANTS` kernel) on the
+        current device: SMs x resident blocks per SM."""
         blocks = INT(0)
-        self.check("reduce6_grid_size", self._grid(ctypes.byref(blocks)))
+        if kernel == "reduce6_grid_stride":
+            self.check("reduce6_grid_size", self._grid(ctypes.byref(blocks)))
+        elif kernel in SINGLE_KERNEL_VARIANTS:
+            self.check("reduce_variant_grid_size",
+                       self._variant_grid(SINGLE_KERNEL_VARIANTS.index(kernel), ctypes.byref(blocks)))
+        else:
+            raise ValueError(f"{kernel!r} has no fixed grid: expected reduce6_grid_stride or one of "
+                             f"{', '.join(SINGLE_KERNEL_VARIANTS)}")
         return blocks.value
 
     def bind(self, rung: str, x, out=None, partials=None) -> Callable[[], None]:
-        """A no-argument launcher of one rung on fixed tensors: validated once, for timing loops."""
+        """A no-argument launcher of one rung (or single-kernel variant) on fixed tensors:
+        validated once, for timing loops."""
+        if rung in SINGLE_KERNEL_VARIANTS:
+            return self._bind_variant(rung, x, out, partials)
         if rung not in REDUCE_RUNGS:
-            raise ValueError(f"unknown rung {rung!r}: expected one of {', '.join(REDUCE_RUNGS)}")
+            raise ValueError(f"unknown rung {rung!r}: expected one of "
+                             f"{', '.join(REDUCE_RUNGS + SINGLE_KERNEL_VARIANTS)}")
         torch = torch_module()
         check_reduce_input(x, vector=rung == "reduce6_grid_stride")
         out = torch.empty(1, dtype=torch.float32, device=x.device) if out is None else out
@@ -120,6 +138,26 @@ class ReduceKernels(Library):
         check_output(partials, x, blocks, "partials")
         return self.launch(f"launch_{rung}", (x, out, partials), x.data_ptr(), out.data_ptr(),
                            partials.data_ptr(), partials.numel(), x.numel())
+
+    def _bind_variant(self, kernel: str, x, out, partials) -> Callable[[], None]:
+        """A single-kernel variant of rung 6. The last-block variant keeps one partial per block
+        and a ticket counter, both allocated here unless ``partials`` is given."""
+        torch = torch_module()
+        check_reduce_input(x, vector=True)
+        out = torch.empty(1, dtype=torch.float32, device=x.device) if out is None else out
+        check_output(out, x, 1, "out")
+        variant = SINGLE_KERNEL_VARIANTS.index(kernel)
+        blocks = self.grid_size(kernel)
+        if variant == 0:
+            return self.launch("launch_reduce_variant", (x, out), variant, x.data_ptr(),
+                               out.data_ptr(), None, 0, None, x.numel(), call=f"launch_{kernel}")
+        if partials is None:
+            partials = torch.empty(blocks, dtype=torch.float32, device=x.device)
+        check_output(partials, x, blocks, "partials")
+        counter = torch.zeros(1, dtype=torch.int32, device=x.device)  # the launcher zeroes it again
+        return self.launch("launch_reduce_variant", (x, out, partials, counter), variant,
+                           x.data_ptr(), out.data_ptr(), partials.data_ptr(), partials.numel(),
+                           counter.data_ptr(), x.numel(), call=f"launch_{kernel}")
 
     def sum(self, x, rung: str = "reduce6_grid_stride", *, out=None, partials=None):
         """Launch one rung on ``x`` and return ``out`` (a float32 tensor whose element 0 is the sum)."""
@@ -137,7 +175,8 @@ class ReduceKernels(Library):
         """
         torch = torch_module()
         out = torch.tensor([float("nan"), canary], device=x.device)
-        partials = torch.full((self.grid_size(),), float("nan"), device=x.device)
+        grid = self.grid_size(rung if rung in SINGLE_KERNEL_VARIANTS else "reduce6_grid_stride")
+        partials = torch.full((grid,), float("nan"), device=x.device)
         self.sum(x, rung, out=out, partials=partials)
         torch.cuda.synchronize(x.device)
         got, after = out.tolist()

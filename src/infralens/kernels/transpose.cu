@@ -14,6 +14,8 @@ namespace {
 
 constexpr int kTile = 32;  // tile edge: one warp spans one tile row, and there are 32 banks
 constexpr int kRows = 8;   // thread rows of the 32x8 blocks: each thread moves kTile/kRows rows
+constexpr int kRows16 = 16;        // thread rows of the 32x16 blocks: two rows each
+constexpr int kTallRows = 4 * kTile;  // rows of `in` in the tall tile of 32x32 threads, four each
 
 // The grid must fit the device's limits (grid.y is far smaller than grid.x), read from the device.
 cudaError_t check_grid(dim3 grid) {
@@ -135,6 +137,51 @@ extern "C" __global__ void transpose_swizzle(const float* __restrict__ in, float
 }
 // [/transpose:swizzle]
 
+// [transpose:block-shapes]
+// Two more shapes of the padded tile, to test why 32x8 threads beat 32x32 (Lab 05). Between them
+// and the two above, each factor changes alone:
+//   transpose_tile33       32x32 threads, 1 load each,  1024-thread blocks (2 per SM at most)
+//   transpose_tile33_x16   32x16 threads, 2 loads each,  512-thread blocks
+//   transpose_tile33_rows  32x8 threads,  4 loads each,  256-thread blocks
+//   transpose_tile33_tall  32x32 threads, 4 loads each, 1024-thread blocks: a 128x32 tile
+// If loads in flight (and the index arithmetic shared by a thread's elements) explain the gap,
+// _tall runs like _rows; if 1024-thread blocks idling at their barrier explain it, _tall runs
+// like transpose_tile33.
+extern "C" __global__ void transpose_tile33_x16(const float* __restrict__ in,
+                                                float* __restrict__ out, int rows, int cols) {
+  __shared__ float tile[kTile][kTile + 1];
+  int c = blockIdx.x * kTile + threadIdx.x;
+  int r = blockIdx.y * kTile + threadIdx.y;
+  for (int j = 0; j < kTile; j += kRows16)
+    if (r + j < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(r + j) * cols + c];
+  __syncthreads();  // protects: both row groups are in the tile before any column is read
+  int oc = blockIdx.y * kTile + threadIdx.x;
+  int orow = blockIdx.x * kTile + threadIdx.y;
+  for (int j = 0; j < kTile; j += kRows16)
+    if (orow + j < cols && oc < rows)
+      out[(size_t)(orow + j) * rows + oc] = tile[threadIdx.x][threadIdx.y + j];
+}
+
+// A tall tile: 4 x 32 = 128 rows of in by 32 columns, padded, moved by 32x32 threads with four
+// loads each, rows ty, ty+32, ty+64, ty+96. Out's tile is 32 rows by 128 columns; thread
+// (tx, ty) writes row ty of it, columns tx, tx+32, tx+64, tx+96, each a column of the shared tile
+// read conflict-free as in transpose_tile33. 16.5 KB of shared memory per block.
+extern "C" __global__ void transpose_tile33_tall(const float* __restrict__ in,
+                                                 float* __restrict__ out, int rows, int cols) {
+  __shared__ float tile[kTallRows][kTile + 1];
+  int c = blockIdx.x * kTile + threadIdx.x;
+  int r = blockIdx.y * kTallRows + threadIdx.y;
+  for (int j = 0; j < kTallRows; j += kTile)
+    if (r + j < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(r + j) * cols + c];
+  __syncthreads();  // protects: all four 32-row groups are in the tile before any column is read
+  int oc = blockIdx.y * kTallRows + threadIdx.x;  // column of out = row of in
+  int orow = blockIdx.x * kTile + threadIdx.y;      // row of out = column of in
+  for (int j = 0; j < kTallRows; j += kTile)
+    if (orow < cols && oc + j < rows)
+      out[(size_t)orow * rows + oc + j] = tile[threadIdx.x + j][threadIdx.y];
+}
+// [/transpose:block-shapes]
+
 // ---------------------------------------------------------------------------------------------
 // The launcher: argument checks, grid from the shape, grid checked against the device, launch on
 // the caller's stream, cudaGetLastError() returned.
@@ -151,11 +198,11 @@ extern "C" const char* infralens_error_name(int code) {
 extern "C" int transpose_tile_size() { return kTile; }
 
 // [transpose:launch]
-static int launch(void (*kernel)(const float*, float*, int, int), int thread_rows,
+static int launch(void (*kernel)(const float*, float*, int, int), int thread_rows, int tile_rows,
                   const float* in, float* out, int rows, int cols, cudaStream_t stream) {
   if (in == nullptr || out == nullptr || rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
   dim3 block(kTile, thread_rows);  // 32 x 32 (one element per thread) or 32 x 8 (four each)
-  dim3 grid((cols + kTile - 1) / kTile, (rows + kTile - 1) / kTile);  // one block per 32x32 tile
+  dim3 grid((cols + kTile - 1) / kTile, (rows + tile_rows - 1) / tile_rows);  // one block per tile
   cudaError_t err = check_grid(grid);
   if (err != cudaSuccess) return err;
   kernel<<<grid, block, 0, stream>>>(in, out, rows, cols);
@@ -163,15 +210,19 @@ static int launch(void (*kernel)(const float*, float*, int, int), int thread_row
 }
 // [/transpose:launch]
 
-// The kernels a caller launches by number: their order in this file (TRANSPOSE_KERNELS in
-// transpose.py), each with the thread rows of its blocks.
+// The kernels a caller launches by number: their order in this file (TRANSPOSE_KERNELS, then
+// BLOCK_SHAPE_KERNELS, in transpose.py), each with the thread rows of its blocks and the rows of
+// `in` one block covers (its tile: 32 x 32, or 128 x 32 for the tall tile).
 struct TransposeKernel {
   void (*kernel)(const float*, float*, int, int);
   int thread_rows;
+  int tile_rows;
 };
 constexpr TransposeKernel kKernels[] = {
-    {copy_tile, kRows},        {transpose_naive, kTile},       {transpose_tile32, kTile},
-    {transpose_tile33, kTile}, {transpose_tile33_rows, kRows}, {transpose_swizzle, kRows},
+    {copy_tile, kRows, kTile},         {transpose_naive, kTile, kTile},
+    {transpose_tile32, kTile, kTile},  {transpose_tile33, kTile, kTile},
+    {transpose_tile33_rows, kRows, kTile}, {transpose_swizzle, kRows, kTile},
+    {transpose_tile33_x16, kRows16, kTile}, {transpose_tile33_tall, kTile, kTallRows},
 };
 constexpr int kNumKernels = sizeof(kKernels) / sizeof(kKernels[0]);
 
@@ -180,5 +231,6 @@ extern "C" int transpose_num_kernels() { return kNumKernels; }
 extern "C" int launch_transpose(int k, const float* in, float* out, int rows, int cols,
                                 cudaStream_t stream) {
   if (k < 0 || k >= kNumKernels) return cudaErrorInvalidValue;
-  return launch(kKernels[k].kernel, kKernels[k].thread_rows, in, out, rows, cols, stream);
+  return launch(kKernels[k].kernel, kKernels[k].thread_rows, kKernels[k].tile_rows, in, out, rows,
+                cols, stream);
 }

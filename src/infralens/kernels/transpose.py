@@ -21,7 +21,14 @@ TRANSPOSE_KERNELS = (
     "transpose_tile33_rows",
     "transpose_swizzle",
 )
-
+#: Two more shapes of the padded tile, after the ladder in transpose.cu (the launcher's numbers
+#: continue): 32x16 threads with two loads each, and 32x32 threads with four loads each on a
+#: 128x32 tile. They separate the loads each thread issues from the size of its block.
+BLOCK_SHAPE_KERNELS = (
+    "transpose_tile33_x16",
+    "transpose_tile33_tall",
+)
+_ALL = TRANSPOSE_KERNELS + BLOCK_SHAPE_KERNELS
 
 
 def check_transpose_input(x) -> None:
@@ -44,7 +51,8 @@ def check_transpose_input(x) -> None:
 
 
 class TransposeKernels(Library):
-    """The transposes of ``transpose.cu``: ``kernels.transpose(x, name)`` for name in ``KERNELS``.
+    """The transposes of ``transpose.cu``: ``kernels.transpose(x, name)`` for name in ``KERNELS``
+    or :data:`BLOCK_SHAPE_KERNELS`.
 
     ``copy_tile`` is in the list too: it copies instead of transposing (the ceiling).
     """
@@ -57,12 +65,12 @@ class TransposeKernels(Library):
         self._fn("launch_transpose", [INT, VOID_P, VOID_P, INT, INT, VOID_P])
 
     def bind(self, kernel: str, x, out) -> Callable[[], None]:
-        if kernel not in TRANSPOSE_KERNELS:
-            raise ValueError(f"unknown kernel {kernel!r}: expected one of {', '.join(TRANSPOSE_KERNELS)}")
+        if kernel not in _ALL:
+            raise ValueError(f"unknown kernel {kernel!r}: expected one of {', '.join(_ALL)}")
         check_transpose_input(x)
         check_output(out, x, x.numel(), "out")
         rows, cols = x.shape
-        return self.launch("launch_transpose", (x, out), TRANSPOSE_KERNELS.index(kernel),
+        return self.launch("launch_transpose", (x, out), _ALL.index(kernel),
                            x.data_ptr(), out.data_ptr(), rows, cols, call=f"launch_transpose({kernel})")
 
     def transpose(self, x, kernel: str = "transpose_tile33_rows", *, out=None):

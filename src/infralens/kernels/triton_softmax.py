@@ -17,19 +17,23 @@ imported), so the CPU build and the tests check them against a float64 reference
 
 from __future__ import annotations
 
+import re
+
 import torch
 import triton
 import triton.language as tl
 
+from infralens.hardware import CC_LIMITS
+from infralens.kernels.persistent_grid import compiled_programs_per_sm, programs_per_sm, supported_cc
 from infralens.tools.bench import bench_ms
-from infralens.tools.triton_compile import compile_offline, launched_resources
+from infralens.tools.triton_compile import check_block, compile_offline, launched_resources
 
 __all__ = [
     "naive_softmax", "softmax_bytes", "softmax_row_kernel", "softmax_online_kernel",
     "softmax_persistent_kernel", "softmax", "softmax_online", "softmax_persistent",
-    "row_num_warps", "persistent_stages", "programs_per_sm", "persistent_config",
-    "expected_speedup", "measure_softmax", "VARIANTS", "row_kernel_resources",
-    "row_kernel_device_resources",
+    "row_num_warps", "persistent_stages", "programs_per_sm", "persistent_grid",
+    "expected_speedup", "measure_softmax", "measure_num_warps", "VARIANTS", "row_kernel_resources",
+    "row_kernel_device_resources", "ptx_op_counts",
 ]
 
 
@@ -90,14 +94,16 @@ def _output_for(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Row softmax of a 2-D tensor by :func:`softmax_row_kernel` (one program per row)."""
+def softmax(x: torch.Tensor, *, num_warps: int | None = None) -> torch.Tensor:
+    """Row softmax of a 2-D tensor by :func:`softmax_row_kernel` (one program per row);
+    ``num_warps`` defaults to :func:`row_num_warps`."""
     y = _output_for(x)
     if x.numel() == 0:
         return y
     n_rows, n_cols = x.shape
     block_n = triton.next_power_of_2(n_cols)  # the whole row in one block
-    num_warps = row_num_warps(block_n, x.element_size())
+    if num_warps is None:
+        num_warps = row_num_warps(block_n, x.element_size())
     softmax_row_kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols,
                                   BLOCK_N=block_n, num_warps=num_warps)
     return y
@@ -173,44 +179,44 @@ def persistent_stages(row_bytes: int, limits) -> int:
     return 3 if 2 * row_bytes <= limits.smem_per_block_max_bytes.value else 1
 
 
-def programs_per_sm(limits, row_bytes: int, num_warps: int, num_stages: int) -> int:
-    """How many programs of the persistent kernel fit on one SM at once (``limits``: an
-    :class:`infralens.hardware.SMLimits`). Pipelining keeps num_stages - 1 rows in shared memory."""
-    return max(1, min(limits.max_blocks_per_sm.value,  # resident blocks per SM
-                      limits.max_warps_per_sm.value // num_warps,  # resident warps per SM
-                      limits.smem_per_sm_bytes.value // max(1, (num_stages - 1) * row_bytes)))
+def persistent_grid(x: torch.Tensor, y: torch.Tensor, block_n: int, num_warps: int
+                    ) -> tuple[int, int]:
+    """(programs, num_stages) of :func:`softmax_persistent_kernel` for ``x``: one full wave.
 
-
-def persistent_config(n_rows: int, block_n: int, elem_bytes: int, device: torch.device
-                      ) -> tuple[int, int, int]:
-    """(grid size, num_warps, num_stages) that fill every SM with resident programs.
-
-    On a GPU the SM count and compute capability are read from the device and the per-SM
-    limits come from :mod:`infralens.hardware`. On the CPU (the interpreter): four programs.
+    The kernel is compiled first (``warmup``, which launches nothing) and the SM count times the
+    programs its registers and shared memory let one SM hold
+    (:func:`~infralens.kernels.persistent_grid.programs_per_sm`) is the grid, as Triton's
+    fused-softmax tutorial sizes it. Remembered per device, dtype, block and warps.
     """
-    num_warps = row_num_warps(block_n, elem_bytes)
-    if device.type != "cuda":
-        return min(n_rows, 4), num_warps, 1
-    from infralens.hardware import CC_LIMITS
+    props = torch.cuda.get_device_properties(x.device)
+    key = (x.device.index, x.dtype, block_n, num_warps)
+    if key not in _GRIDS:
+        cc = supported_cc(props.major, props.minor)
+        num_stages = persistent_stages(block_n * x.element_size(), CC_LIMITS[cc])
+        compiled = softmax_persistent_kernel.warmup(
+            x, y, x.stride(0), y.stride(0), x.shape[0], x.shape[1], BLOCK_N=block_n,
+            NUM_STAGES=num_stages, num_warps=num_warps, grid=(1,))
+        per_sm = compiled_programs_per_sm(compiled, num_warps, cc)
+        _GRIDS[key] = (props.multi_processor_count * per_sm, num_stages)
+    return _GRIDS[key]
 
-    props = torch.cuda.get_device_properties(device)
-    limits = CC_LIMITS.get((props.major, props.minor), CC_LIMITS[(9, 0)])
-    num_stages = persistent_stages(block_n * elem_bytes, limits)
-    per_sm = programs_per_sm(limits, block_n * elem_bytes, num_warps, num_stages)
-    return min(n_rows, props.multi_processor_count * per_sm), num_warps, num_stages
+
+_GRIDS: dict[tuple, tuple[int, int]] = {}
 
 
 def softmax_persistent(x: torch.Tensor) -> torch.Tensor:
-    """Row softmax by :func:`softmax_persistent_kernel` on a grid that just fills the GPU."""
+    """Row softmax by :func:`softmax_persistent_kernel` on a grid that just fills the GPU
+    (under the interpreter, on the CPU: four programs)."""
     y = _output_for(x)
     if x.numel() == 0:
         return y
     n_rows, n_cols = x.shape
     block_n = triton.next_power_of_2(n_cols)
-    grid, num_warps, num_stages = persistent_config(n_rows, block_n, x.element_size(), x.device)
-    softmax_persistent_kernel[(grid,)](x, y, x.stride(0), y.stride(0), n_rows, n_cols,
-                                       BLOCK_N=block_n, NUM_STAGES=num_stages,
-                                       num_warps=num_warps)  # every program loops over rows
+    num_warps = row_num_warps(block_n, x.element_size())
+    grid, num_stages = persistent_grid(x, y, block_n, num_warps) if x.is_cuda else (4, 1)
+    softmax_persistent_kernel[(min(n_rows, grid),)](x, y, x.stride(0), y.stride(0), n_rows, n_cols,
+                                                    BLOCK_N=block_n, NUM_STAGES=num_stages,
+                                                    num_warps=num_warps)  # each program loops
     return y
 # [/softmax:persistent-launch]
 
@@ -266,6 +272,59 @@ def measure_softmax(widths: list[int], dtypes: list[torch.dtype], *, total_bytes
             torch.cuda.empty_cache()
         out["dtypes"][str(dtype).removeprefix("torch.")] = table
     return out
+
+
+def measure_num_warps(widths: list[int], dtypes: list[torch.dtype], warps: list[int], *,
+                      total_bytes: int = 2**28, max_per_thread: int = 64, warmup_ms: int = 25,
+                      rep_ms: int = 100) -> dict:
+    """Time :func:`softmax` at each row width with every ``num_warps`` in ``warps`` (a scan of the
+    one launch knob), with the input fixed at ``total_bytes`` as in :func:`measure_softmax`, a
+    device copy of the same tensor timed in the same run, and ``row_num_warps``'s own choice.
+    Rates count the bytes a fused softmax moves; entries are keyed by ``str(num_warps)``.
+
+    Counts that leave more than ``max_per_thread`` row elements to a thread are skipped (their
+    registers would spill); a count that fails or gives a wrong result is ``None``, with the
+    reason in ``errors``. The registers spilled by each compiled kernel are recorded too.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError("CUDA is not available")
+    out: dict = {"total_bytes": total_bytes, "warps": list(warps),
+                 "device": torch.cuda.get_device_name(), "dtypes": {}}
+    for dtype in dtypes:
+        elem = torch.empty((), dtype=dtype).element_size()
+        table: dict = {"N": [], "chosen": [], "copy_gbps": [], "gbps": {str(w): [] for w in warps},
+                       "spills": {str(w): [] for w in warps}, "errors": {}}
+        for n_cols in widths:
+            n_rows = total_bytes // (n_cols * elem)
+            x = torch.randn(n_rows, n_cols, device="cuda").to(dtype)
+            y = torch.empty_like(x)
+            ref = torch.softmax(x[:256].double(), dim=1)
+            moved = 2 * n_rows * n_cols * elem
+            table["N"].append(n_cols)
+            table["chosen"].append(row_num_warps(triton.next_power_of_2(n_cols), elem))
+            copy_ms = bench_ms(lambda x=x, y=y: y.copy_(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
+            table["copy_gbps"].append(moved / (copy_ms * 1e-3) / 1e9)
+            for w in warps:
+                try:
+                    per_thread = triton.next_power_of_2(n_cols) // (w * 32)
+                    if per_thread > max_per_thread:
+                        raise ValueError(f"{per_thread} elements per thread > {max_per_thread}")
+                    err = (softmax(x, num_warps=w)[:256].double() - ref).abs().max().item()
+                    if not err < 1e-2:  # a wrong result is not a timing
+                        raise RuntimeError(f"max abs error {err:.1e} against float64")
+                    ms = bench_ms(lambda w=w, x=x: softmax(x, num_warps=w), warmup_ms=warmup_ms,
+                                  rep_ms=rep_ms)
+                    table["gbps"][str(w)].append(moved / (ms * 1e-3) / 1e9)
+                    res = row_kernel_device_resources([n_cols], dtype, num_warps=w)[0]
+                    table["spills"][str(w)].append(res["spills"])
+                except Exception as exc:  # noqa: BLE001 - recorded, not raised: the scan goes on
+                    table["gbps"][str(w)].append(None)
+                    table["spills"][str(w)].append(None)
+                    table["errors"][f"{n_cols}/{w}"] = str(exc).splitlines()[0][:200]
+            del x, y, ref
+            torch.cuda.empty_cache()
+        out["dtypes"][str(dtype).removeprefix("torch.")] = table
+    return out
 # [/softmax:measure]
 
 
@@ -279,6 +338,7 @@ def expected_speedup(n_cols: int) -> float:
 # [softmax:compile]
 def row_kernel_resources(block_n: int, dtype: str = "bf16") -> dict:
     """Registers and shared memory of :func:`softmax_row_kernel` as :func:`softmax` launches it."""
+    check_block("BLOCK_N", block_n)
     signature = {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "x_row_stride": "i32",
                  "y_row_stride": "i32", "n_cols": "i32", "BLOCK_N": "constexpr"}
     elem = {"bf16": 2, "fp16": 2, "fp32": 4}[dtype]
@@ -287,10 +347,22 @@ def row_kernel_resources(block_n: int, dtype: str = "bf16") -> dict:
     return {"block_n": block_n, "dtype": dtype, "num_warps": num_warps,
             "registers": out["registers"], "shared_bytes": out["shared_bytes"],
             "vector_loads": out["ptx"].count("ld.global.v4"),  # 16-byte loads in the PTX
-            "triton": triton.__version__}
+            "ptx_ops": ptx_op_counts(out["ptx"]), "triton": triton.__version__}
 
 
-def row_kernel_device_resources(widths: list[int], dtype: torch.dtype = torch.bfloat16) -> list[dict]:
+def ptx_op_counts(ptx: str) -> dict[str, int]:
+    """How often each PTX instruction occurs in ``ptx`` (the opcode with its type and modifiers,
+    ``ex2.approx.f32``; a predicate guard is left out), for reading what an operation compiled to."""
+    counts: dict[str, int] = {}
+    for line in ptx.splitlines():
+        m = re.match(r"\s*(?:@!?%p\d+\s+)?([a-z][a-z0-9_.]*)[\s;]", line)
+        if m and not line.lstrip().startswith((".", "//")):
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def row_kernel_device_resources(widths: list[int], dtype: torch.dtype = torch.bfloat16, *,
+                                num_warps: int | None = None) -> list[dict]:
     """Registers and shared memory of :func:`softmax_row_kernel` as the installed Triton compiled
     it for this GPU, launched as :func:`softmax` launches it for rows of each width.
 
@@ -305,12 +377,12 @@ def row_kernel_device_resources(widths: list[int], dtype: torch.dtype = torch.bf
         x = torch.randn(2, n_cols, device="cuda").to(dtype)
         y = torch.empty_like(x)
         block_n = triton.next_power_of_2(n_cols)
-        num_warps = row_num_warps(block_n, x.element_size())
+        warps = row_num_warps(block_n, x.element_size()) if num_warps is None else num_warps
         compiled = softmax_row_kernel[(2,)](x, y, x.stride(0), y.stride(0), n_cols,
-                                            BLOCK_N=block_n, num_warps=num_warps)
+                                            BLOCK_N=block_n, num_warps=warps)
         torch.cuda.synchronize()
         rows.append({"n_cols": n_cols, "block_n": block_n, "dtype": str(dtype).removeprefix("torch."),
-                     "num_warps": num_warps, **launched_resources(compiled),
+                     "num_warps": warps, **launched_resources(compiled),
                      "triton": triton.__version__})
     return rows
 # [/softmax:compile]
@@ -319,19 +391,23 @@ def row_kernel_device_resources(widths: list[int], dtype: torch.dtype = torch.bf
 def _main(argv: list[str] | None = None) -> int:
     import json
 
-    from infralens.tools.cli import OneLineParser, UsageError, run_main
+    from infralens.tools.cli import OneLineParser, UsageError, positive_int, run_main
+    from infralens.tools.triton_compile import quiet
 
     parser = OneLineParser(
         prog="python -m infralens.kernels.triton_softmax",
         description="Compile the row-softmax kernel for sm_90 offline and report its resources.")
-    parser.add_argument("--block", type=int, action="append", default=[], metavar="BLOCK_N")
+    parser.add_argument("--block", type=positive_int, action="append", default=[], metavar="BLOCK_N")
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
 
     def resources(argv: list[str] | None) -> list[dict]:  # compiling fails on a bad size too
         args = parser.parse_args(argv)
-        if not args.block or any(b < 1 or b & (b - 1) for b in args.block):
-            raise ValueError("give --block BLOCK_N (a power of two) at least once")
-        return [row_kernel_resources(block, args.dtype) for block in args.block]
+        if not args.block:
+            raise UsageError("give --block BLOCK_N (a power of two) at least once")
+        for block in args.block:  # every size, before the first compile
+            check_block("BLOCK_N", block)
+        with quiet():
+            return [row_kernel_resources(block, args.dtype) for block in args.block]
 
     return run_main(parser.prog, argv, resources, lambda rows: print(*map(json.dumps, rows), sep="\n"),
                     errors=(UsageError, ValueError, RuntimeError))

@@ -18,8 +18,10 @@ from infralens.memory.activations import (
     ACTIVATION_TERMS,
     RECOMPUTE_MODES,
     ActivationTerm,
+    LlamaLayerActivations,
     activation_breakdown,
     activation_bytes_per_layer,
+    llama_activation_bytes_per_layer,
 )
 from infralens.memory.kv_cache import kv_cache_bytes, kv_cache_bytes_per_token
 from infralens.memory.ledger import (
@@ -49,6 +51,7 @@ __all__ = [
     "ActivationTerm",
     "GapTerm",
     "InferenceLedger",
+    "LlamaLayerActivations",
     "ParamCount",
     "TeachingEstimate",
     "TrainingEstimate",
@@ -60,6 +63,7 @@ __all__ = [
     "inference_ledger",
     "kv_cache_bytes",
     "kv_cache_bytes_per_token",
+    "llama_activation_bytes_per_layer",
     "teaching_formula",
     "teaching_gap",
     "training_estimate",

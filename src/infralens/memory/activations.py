@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from infralens.models.config import ConfigLike, as_shape
 from infralens.tools.checks import require_positive
 
 Recompute: TypeAlias = Literal["none", "selective", "full"]
@@ -153,3 +154,112 @@ def activation_breakdown(s: int, b: int, h: int, a: int) -> tuple[tuple[str, str
     """
     require_positive(s=s, b=b, h=h, a=a)
     return tuple((term.block, term.tensor, term.bytes(s, b, h, a)) for term in ACTIVATION_TERMS)
+
+
+# --- a Llama layer ---------------------------------------------------------------------------------
+
+NormSaves: TypeAlias = Literal["fused", "eager"]
+SwigluSaves: TypeAlias = Literal["eager", "fused"]
+
+
+@dataclass(frozen=True)
+class LlamaLayerActivations:
+    """Bytes one Llama-style layer saves for backward, by block (see
+    :func:`llama_activation_bytes_per_layer`). ``statistics`` are the per-row terms."""
+
+    attention: int
+    mlp: int
+    norms: int
+    statistics: int
+    sbh: int  # s x b x h, the unit of the coefficient
+
+    @property
+    def activations(self) -> int:
+        """The terms that grow with ``s·b`` times a width: attention + MLP + norms."""
+        return self.attention + self.mlp + self.norms
+
+    @property
+    def total(self) -> int:
+        return self.activations + self.statistics
+
+    @property
+    def coefficient(self) -> float:
+        """``activations / sbh``: the number that replaces Korthikanti's 34 for this layer."""
+        return self.activations / self.sbh
+
+
+def llama_activation_bytes_per_layer(
+    config: ConfigLike,
+    s: int,
+    b: int,
+    norm: NormSaves = "fused",
+    swiglu: SwigluSaves = "eager",
+) -> LlamaLayerActivations:
+    """What one Llama-style layer saves for backward in 16-bit training, tensor by tensor.
+
+    The layer is ``x = x + o(attn(rope(q(n1(x))), rope(k(n1(x))), v(n1(x))))`` then
+    ``x = x + down(silu(gate(n2(x))) * up(n2(x)))``, with RMSNorms ``n1``, ``n2``, ``a``
+    query heads and ``a_kv`` key/value heads of width ``d_h``, and MLP width ``d_ff``. Every
+    activation is 16-bit (``e = 2`` bytes: a bf16 model, not autocast). Counting, as
+    Korthikanti et al. do for the GPT layer, the inputs each backward needs:
+
+    * **Attention.** The Q/K/V projections share one input, ``e·sbh``. A fused attention
+      kernel (FlashAttention, PyTorch's SDPA kernels) saves ``Q`` (``e·s·b·a·d_h``), ``K`` and
+      ``V`` at their *GQA* width (``2e·s·b·a_kv·d_h``; ``repeat_kv`` before the kernel would
+      save them at full width), its output, which is also the output projection's input
+      (``e·s·b·a·d_h``), and one fp32 log-sum-exp per head and token. RoPE multiplies by
+      constant cos/sin tables and saves only those tables (``s·d_h``, shared by all layers).
+      No ``s²`` term: the kernel stores no scores. With ``a·d_h = h``:
+      ``e·sbh·(3 + 2·a_kv/a)``.
+    * **SwiGLU.** The gate and up projections share one input, ``e·sbh``. As written in eager
+      PyTorch (Hugging Face's and Meta's Llama code), ``silu`` saves its input (the gate output),
+      the product saves both factors (the SiLU output and the up output), and the down
+      projection saves the product: four ``d_ff``-wide tensors. A fused SiLU·mul kernel saves
+      the gate and up outputs and recomputes the SiLU in backward, and the down projection
+      still saves the product: three. ``e·sbh·(1 + n·d_ff/h)`` with ``n`` = 4 or 3.
+    * **RMSNorm** (two per layer). A fused kernel saves its 16-bit input and one 1/rms per
+      token: ``e·sbh``. Hugging Face's ``LlamaRMSNorm`` in a 16-bit model upcasts to fp32
+      first, so ``pow`` and the multiply by 1/rms save the fp32 copy (``4·sbh``), and the
+      multiply by the gain saves the normalized 16-bit tensor (``e·sbh``), plus an fp32 1/rms
+      per token.
+    * No dropout (Llama trains without it), so no masks.
+
+    For ``a·d_h = h`` the coefficient is ``2·(3 + 2a_kv/a) + 2·(1 + n·d_ff/h) + N`` with
+    ``N = 4`` (fused norms) or ``12`` (eager): for Llama-3-8B (``a/a_kv = 4``,
+    ``d_ff/h = 3.5``, eager SwiGLU, fused norms) ``7 + 30 + 4 = 41``, against the 34 of the
+    GPT layer. The per-row statistics are fp32: two 1/rms per token and ``a`` log-sum-exps.
+
+    Args:
+        config: the model (a ModelShape, a config dict or a path); its norm must be RMSNorm
+            and its MLP SwiGLU.
+        s: sequence length. b: micro-batch size.
+        norm: ``"fused"`` (a fused RMSNorm kernel) or ``"eager"`` (Hugging Face's module).
+        swiglu: ``"eager"`` (four saved ``d_ff``-wide tensors) or ``"fused"`` (three).
+
+    Raises:
+        ValueError: a non-positive size, an unknown option, or a model that is not a
+            Llama-style (RMSNorm, SwiGLU, dense) layer.
+    """
+    require_positive(s=s, b=b)
+    if norm not in ("fused", "eager"):
+        raise ValueError(f"norm must be 'fused' or 'eager'; got {norm!r}")
+    if swiglu not in ("eager", "fused"):
+        raise ValueError(f"swiglu must be 'eager' or 'fused'; got {swiglu!r}")
+    shape = as_shape(config)
+    if shape.norm != "rmsnorm" or shape.mlp != "swiglu" or shape.is_moe:
+        raise ValueError(f"a Llama-style layer has RMSNorm and a dense SwiGLU MLP; "
+                         f"{shape.family} has {shape.norm} and a {shape.mlp} MLP"
+                         + (" with experts" if shape.is_moe else ""))
+    # [memory:llama-activations]
+    e, tokens = 2, s * b  # 16-bit activations; every term is per token
+    h, ff = shape.d_model, shape.d_ff
+    q, kv = shape.n_heads * shape.head_dim, shape.n_kv_heads * shape.head_dim  # widths of Q; of K, V
+    attention = e * tokens * (h + q + 2 * kv + q)  # QKV input; Q; K, V at GQA width; output
+    ff_saved = 4 if swiglu == "eager" else 3  # gate out, SiLU out, up out, product (fused: no SiLU out)
+    mlp = e * tokens * (h + ff_saved * ff)  # gate/up input; the d_ff-wide tensors
+    one_norm = e * tokens * h if norm == "fused" else (4 + e) * tokens * h  # eager: fp32 copy + x̂
+    norms = 2 * one_norm
+    statistics = 4 * tokens * (2 + shape.n_heads)  # fp32: 1/rms of two norms; log-sum-exp per head
+    # [/memory:llama-activations]
+    return LlamaLayerActivations(attention=attention, mlp=mlp, norms=norms, statistics=statistics,
+                                 sbh=tokens * h)

@@ -34,6 +34,7 @@ from infralens.models.shipped import shipped_config, shipped_config_names
 from infralens.tools.cli import OneLineParser, UsageError, positive_int, run_main
 
 PROG = "infralens.memory"
+DEFAULT_SEQ_LEN = 2048
 
 
 
@@ -82,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = parser.add_argument_group("workload")
     run.add_argument("--batch", metavar="B", **size, default=1, help="sequences (default 1)")
-    run.add_argument("--seq-len", metavar="S", **size, default=2048, help="tokens (default 2048)")
+    run.add_argument("--seq-len", metavar="S", **size,
+                     help=f"tokens (default {DEFAULT_SEQ_LEN}, or a learned position table's rows "
+                          "if fewer)")
     run.add_argument(
         "--optimizer", choices=tuple(OPTIMIZER_STATE_BYTES), default="adamw",
         help="optimizer state: 0, 4 or 8 bytes per parameter (default adamw)",
@@ -116,6 +119,17 @@ def main(argv: list[str] | None = None) -> int:
 def _report(args: argparse.Namespace) -> str:
     name, shape = _resolve_model(args)
     return render_report(name, shape, args)
+
+
+def _seq_len(name: str, shape: ModelShape, requested: int | None) -> int:
+    """``--seq-len``, or its default; a model with a learned position table (GPT-2) has no
+    position past its rows, so a longer sequence is refused."""
+    if requested is None:
+        return min(DEFAULT_SEQ_LEN, shape.max_positions or DEFAULT_SEQ_LEN)
+    if shape.max_positions and requested > shape.max_positions:
+        raise UsageError(f"--seq-len {requested:,} is past {name}'s {shape.max_positions:,} "
+                         "positions: its learned position table has no row for a later token")
+    return requested
 
 
 def _resolve_model(args: argparse.Namespace) -> tuple[str, ModelShape]:
@@ -156,6 +170,7 @@ def _synthetic_config(args: argparse.Namespace) -> dict[str, Any]:
 
 def render_report(name: str, shape: ModelShape, args: argparse.Namespace) -> str:
     """The three tables: parameters, training ledger, inference ledger."""
+    args = argparse.Namespace(**{**vars(args), "seq_len": _seq_len(name, shape, args.seq_len)})
     params = count_parameters(shape)
     training = training_estimate(
         shape, args.batch, args.seq_len, optimizer=args.optimizer, precision=args.precision,

@@ -28,6 +28,11 @@ is saved for backward, so all of it is in the ``breakdown``'s ``activations`` to
   result (2 bytes each), then ``nll_loss`` (an fp32 op under autocast) saves an fp32 copy
   (4 bytes each): 6 bytes x B x T x V where fp32 saves 4.
 
+Three more probes read single mechanisms on the CPU: :func:`saved_tensors_by_module` (what each
+module of any model saves for backward; :func:`hf_llama_saved` runs it on a small Hugging Face
+Llama), :func:`cross_entropy_saved` (what the loss saves, with CPU autocast or the ops CUDA
+autocast runs) and :func:`ddp_gradient_bytes` (whether ``.grad`` lives in DDP's buckets).
+
 Optimizer choices (documented because they move the numbers):
 
 * ``fused=False``, ``capturable=False``: each parameter's ``state["step"]`` is then a 0-dim
@@ -48,10 +53,12 @@ from collections.abc import Callable
 from contextlib import nullcontext
 
 import torch
+import torch.nn.functional as F
 
 from infralens.memory.activations import activation_bytes_per_layer
 from infralens.memory.ledger import training_ledger
 from infralens.models.gpt import GPT, GPTConfig
+from infralens.tools.checks import require_positive
 
 PHASES = ("model", "forward", "backward", "step", "zero_grad")
 PRECISIONS = ("fp32", "amp")
@@ -394,3 +401,173 @@ def forward_left_out(run: dict) -> dict[str, int]:
         "layernorm_stats": (2 * c["n_layers"] + 1) * b * s * 2 * 4,
         "token_ids": 2 * b * s * 8,
     }
+
+
+# --- what a forward pass saves, tensor by tensor -----------------------------------------------------
+
+def saved_tensors_by_module(model: torch.nn.Module, *args, **kwargs) -> list[dict]:
+    """Run ``model(*args, **kwargs)`` once and list every storage autograd saves for backward.
+
+    Forward pre- and post-hooks keep a stack of the modules being run; a ``saved_tensors_hooks``
+    pack hook charges each *new* storage to the innermost module (``"(outside)"`` when no
+    submodule runs, e.g. the loss of a Hugging Face model). Parameters, and storages already
+    charged, are skipped, so every byte appears once. The output is dropped, which frees the
+    graph. Rows: module, dtype, shape and bytes of the whole storage.
+    """
+    stack: list[str] = ["(outside)"]
+    params = {_storage_key(p) for p in model.parameters()}
+    seen: set[tuple[str, int]] = set()
+    rows: list[dict] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        key = _storage_key(t)
+        if key not in seen and key not in params:
+            seen.add(key)
+            rows.append({"module": stack[-1], "dtype": str(t.dtype).removeprefix("torch."),
+                         "shape": list(t.shape), "bytes": t.untyped_storage().nbytes()})
+        return t
+
+    def enter(name: str) -> Callable:
+        def hook(module, args) -> None:
+            stack.append(name)
+        return hook
+
+    def leave(module, args, output) -> None:  # returns None: the output is left alone
+        stack.pop()
+
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            handles.append(module.register_forward_pre_hook(enter(name)))
+            handles.append(module.register_forward_hook(leave))
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model(*args, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return rows
+
+
+# [memory:cross-entropy-saved]
+def cross_entropy_saved(rows: int, vocab: int, *, dtype: torch.dtype = torch.bfloat16,
+                        autocast: bool = True, as_decomposed: bool = False,
+                        seed: int = 0) -> list[dict]:
+    """What the loss saves for backward, on the CPU: ``F.cross_entropy`` of (rows, vocab) logits.
+
+    ``dtype`` is the logits' dtype; ``autocast`` runs the loss under CPU bf16 autocast.
+    ``as_decomposed`` runs the two ops ``cross_entropy_loss`` is made of in PyTorch
+    (``aten/src/ATen/native/LossNLL.cpp``) instead of the op itself:
+    ``nll_loss(log_softmax(x, 1, dtype=x.dtype), y)``. Under CUDA autocast, which does not list
+    ``cross_entropy_loss``, that is what runs: ``log_softmax`` gets an explicit dtype, which
+    autocast's ``fp32_set_opt_dtype`` policy leaves alone, and ``nll_loss`` is on the fp32 list,
+    so autocast hands it an fp32 copy. CPU autocast lists ``cross_entropy_loss`` itself as an
+    fp32 op, so without ``as_decomposed`` the CPU casts the logits to fp32 first.
+    Rows: dtype, shape and bytes of every storage saved (each once), the targets included.
+    """
+    require_positive(rows=rows, vocab=vocab)
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(rows, vocab, generator=gen).to(dtype).requires_grad_()
+    targets = torch.randint(0, vocab, (rows,), generator=gen)
+    seen: set[tuple[str, int]] = set()
+    saved: list[dict] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        key = _storage_key(t)
+        if key not in seen:
+            seen.add(key)
+            saved.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                          "bytes": t.untyped_storage().nbytes()})
+        return t
+
+    with (torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
+          torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast)):
+        if as_decomposed:  # cross_entropy_loss without label smoothing or soft targets
+            loss = F.nll_loss(torch.log_softmax(logits, 1, dtype=logits.dtype), targets)
+        else:
+            loss = F.cross_entropy(logits, targets)
+    loss.backward()  # the saved tensors are usable: the graph is complete
+    return saved
+# [/memory:cross-entropy-saved]
+
+
+# --- where DDP's gradients live ------------------------------------------------------------------
+
+# [memory:ddp-grad-bytes]
+def ddp_gradient_bytes(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *,
+                       set_to_none: bool = True) -> list[dict]:
+    """Where ``.grad`` lives under DDP with ``gradient_as_bucket_view=True``, step by step.
+
+    Wraps ``model`` (called as ``model(x, y)[1]`` for the loss, like this book's GPT) in DDP
+    on a one-process gloo group (created here unless one exists; one rank is enough, since
+    what is measured is the Reducer's bookkeeping, not the communication) and runs: a
+    synchronized step that lets DDP rebuild its buckets, a synchronized backward (the
+    gradients are now views of the buckets, whose storages are recorded), the optimizer step
+    and ``zero_grad(set_to_none=set_to_none)``, a backward under ``no_sync()``, and a
+    synchronized backward. After each, a reading: bytes of ``.grad`` storages that are bucket
+    storages, bytes of those that are not, and the bytes of all buckets, which the Reducer
+    keeps for the life of the DDP object whatever ``.grad`` points to.
+    """
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    own_group = not dist.is_initialized()
+    if own_group:
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        ddp = DDP(model, gradient_as_bucket_view=True)
+        opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+        ddp(x, y)[1].backward()  # iteration 0: DDP rebuilds its buckets in gradient order
+        opt.step()
+        opt.zero_grad(set_to_none=set_to_none)
+        readings, buckets = [], {}
+
+        def read(phase: str) -> None:
+            grads = {_storage_key(p.grad): p.grad.untyped_storage().nbytes()
+                     for p in model.parameters() if p.grad is not None}
+            readings.append({"phase": phase, "bucket_bytes": sum(buckets.values()),
+                             "grad_in_buckets": sum(n for k, n in grads.items() if k in buckets),
+                             "grad_outside": sum(n for k, n in grads.items() if k not in buckets)})
+
+        ddp(x, y)[1].backward()  # synchronized: every .grad is now a view of its bucket
+        buckets = {_storage_key(p.grad): p.grad.untyped_storage().nbytes() for p in model.parameters()}
+        read("synchronized backward")
+        opt.step()
+        opt.zero_grad(set_to_none=set_to_none)
+        read(f"step, zero_grad(set_to_none={set_to_none})")
+        with ddp.no_sync():  # accumulate locally: the Reducer's hooks do nothing
+            ddp(x, y)[1].backward()
+        read("backward under no_sync")
+        ddp(x, y)[1].backward()  # synchronized: each .grad is copied into its bucket view
+        read("synchronized backward")
+        return readings
+    finally:
+        if own_group:
+            dist.destroy_process_group()
+# [/memory:ddp-grad-bytes]
+
+
+def hf_llama_saved(config: dict, batch: int, seq_len: int, *, seed: int = 0) -> list[dict]:
+    """What a small Hugging Face ``LlamaForCausalLM`` saves for backward, by module.
+
+    ``config`` is a Llama ``config.json`` as a dict (``model_type`` may be present). The model is
+    built on the CPU in bf16 with SDPA attention, in training mode, and one forward pass with the
+    loss runs through :func:`saved_tensors_by_module`. Its RMSNorm and SwiGLU are Transformers'
+    eager modules, the ``norm="eager", swiglu="eager"`` case of
+    :func:`~infralens.memory.activations.llama_activation_bytes_per_layer`. Needs
+    ``transformers``; keep the shape tiny.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tqdm's notebook-widget warning when transformers loads
+        import transformers
+
+    require_positive(batch=batch, seq_len=seq_len)
+    transformers.logging.set_verbosity_error()
+    hf_config = transformers.LlamaConfig(**{k: v for k, v in config.items() if k != "model_type"},
+                                         attn_implementation="sdpa")
+    torch.manual_seed(seed)
+    model = transformers.LlamaForCausalLM(hf_config).to(torch.bfloat16).train()
+    ids = torch.randint(0, config["vocab_size"], (batch, seq_len))
+    return saved_tensors_by_module(model, input_ids=ids, labels=ids)

@@ -104,3 +104,83 @@ def profile(command: Sequence[str], metrics: Iterable[str], *, kernel_regex: str
         raise RuntimeError(f"ncu failed (exit {proc.returncode}):\n{tail}")
     return {"ncu_version": version.splitlines()[-1] if version else "", "metrics": present,
             "missing": [m for m in metrics if m not in present], "kernels": parse_ncu_csv(text)}
+
+
+# [ncu:source]
+#: Per-instruction shared-memory columns of Nsight Compute's Source page (the SourceCounters
+#: section): wavefronts each instruction took, the wavefronts its addresses require ("Ideal"),
+#: the difference ("Excessive") and the worst bank-conflict degree seen ("N-Way").
+SOURCE_SHARED_COLUMNS = ("Instructions Executed", "L1 Wavefronts Shared", "L1 Wavefronts Shared Ideal",
+                         "L1 Wavefronts Shared Excessive", "L1 Conflicts Shared N-Way")
+
+
+def parse_source_csv(text: str) -> dict[str, list[dict[str, str]]]:
+    """``ncu -i REPORT --page source --csv --print-source sass`` -> {kernel: [one dict per SASS
+    instruction, by column]}. Each kernel's listing starts with a ``"Kernel Name","<name>",`` line;
+    a kernel listed again keeps its first listing."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for block in text.split('"Kernel Name",')[1:]:
+        head, _, table = block.partition("\n")
+        kernel = head.strip().strip(",").strip('"').split("(")[0].strip()
+        if kernel and kernel not in out:
+            out[kernel] = list(csv.DictReader(io.StringIO(table)))
+    return out
+
+
+def shared_instructions(rows: Iterable[Mapping[str, str]]) -> list[dict]:
+    """The shared-memory instructions of one kernel's Source-page rows, with the columns of
+    :data:`SOURCE_SHARED_COLUMNS` as numbers and the instruction's SASS text."""
+    return [{"sass": " ".join(r.get("Source", "").split()), "operation": r.get("Access Operation"),
+             **{c: _number(r.get(c, "")) for c in SOURCE_SHARED_COLUMNS}}
+            for r in rows if r.get("Address Space") == "Shared"]
+
+
+def profile_source(command: Sequence[str], metrics: Iterable[str] = (), *,
+                   kernel_regex: str | None = None, ncu: str | None = None,
+                   env: Mapping[str, str] | None = None, timeout: float = 300.0) -> dict:
+    """Run ``command`` under Nsight Compute with the SourceCounters section (and ``metrics``),
+    and return, per kernel, its shared-memory instructions one by one (:func:`shared_instructions`)
+    and its aggregate counters: the two views of the same launches, from one report."""
+    ncu = ncu or find_ncu()
+    if ncu is None:
+        raise FileNotFoundError("ncu (Nsight Compute) was not found")
+    metrics = list(metrics)
+    version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "source"
+        cmd = [ncu, "--clock-control", "none", "--section", "SourceCounters", "-o", str(report)]
+        if metrics:
+            cmd += ["--metrics", ",".join(metrics)]
+        if kernel_regex:
+            cmd += ["--kernel-name", f"regex:{kernel_regex}"]
+        proc = subprocess.run([*cmd, *command], capture_output=True, text=True, timeout=timeout,
+                              env=None if env is None else dict(env))
+        rep = report.with_suffix(".ncu-rep")
+        if proc.returncode != 0 or not rep.is_file():
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+            raise RuntimeError(f"ncu failed (exit {proc.returncode}):\n{tail}")
+        read = [ncu, "-i", str(rep), "--csv", "--print-units", "base"]
+        source = subprocess.run([*read, "--page", "source", "--print-source", "sass"],
+                                capture_output=True, text=True, timeout=timeout).stdout
+        details = subprocess.run([*read, "--page", "raw"] if metrics else [*read, "--page", "details"],
+                                 capture_output=True, text=True, timeout=timeout).stdout
+    rows = parse_source_csv(source)
+    counters = parse_ncu_csv(details) if not metrics else parse_raw_csv(details)
+    return {"ncu_version": version.splitlines()[-1] if version else "",
+            "kernels": {k: {"shared_instructions": shared_instructions(r),
+                            "counters": {m: counters.get(k, {}).get(m) for m in metrics}}
+                        for k, r in rows.items()}}
+
+
+def parse_raw_csv(text: str) -> dict[str, dict[str, float | None]]:
+    """``ncu -i REPORT --page raw --csv`` (one row per kernel launch, one column per metric, a
+    second header line of units) -> {kernel: {metric: value}}; a kernel's first launch counts."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    out: dict[str, dict[str, float | None]] = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        kernel = row.get("Kernel Name", "").split("(")[0].strip()
+        if not kernel or not row.get("ID", "").strip().isdigit() or kernel in out:
+            continue  # the units line, or a later launch of a kernel already read
+        out[kernel] = {m: _number(v) for m, v in row.items() if m and "__" in m}
+    return out
+# [/ncu:source]

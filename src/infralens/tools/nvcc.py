@@ -148,9 +148,10 @@ def parse_ptxas(text: str) -> list[KernelResources]:
 
 
 def kernel_order(source: Path) -> list[str]:
-    """The ``__global__`` functions of a source file, in the order they are defined."""
+    """The ``__global__`` functions of a source file, in the order they are defined (a
+    ``__launch_bounds__(...)`` between ``void`` and the name is allowed)."""
     text = Path(source).read_text(encoding="utf-8")
-    return re.findall(r"__global__\s+void\s+(\w+)\s*\(", text)
+    return re.findall(r"__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(", text)
 
 
 @dataclass(frozen=True)
@@ -257,16 +258,22 @@ def parse_sass_ops(sass: str, kernel: str) -> list[str]:
     return re.findall(r"\b(?:LDS|STS|LDG|STG|BAR|RED|ATOM\w*|SHFL)(?:\.\w+)*|\bBRA\b", match.group(1))
 
 
-def sass_ops(library: Path, kernel: str, arch: str = "sm_90") -> list[str] | None:
-    """:func:`parse_sass_ops` of a built library, or None where cuobjdump is not installed."""
+def sass(library: Path, arch: str = "sm_90") -> str | None:
+    """``cuobjdump -sass`` of a built library for ``arch``, or None where cuobjdump (which needs
+    nvdisasm) is not installed or fails."""
     tool = shutil.which("cuobjdump") or next(
         (str(Path(h, "bin", "cuobjdump")) for h in (os.environ.get("CUDA_HOME"), "/usr/local/cuda")
          if h and Path(h, "bin", "cuobjdump").is_file()), None)
     if tool is None:
         return None
-    out = subprocess.run([tool, "-sass", "-arch", arch, str(library)], capture_output=True,
-                         text=True).stdout
-    return parse_sass_ops(out, kernel)
+    proc = subprocess.run([tool, "-sass", "-arch", arch, str(library)], capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def sass_ops(library: Path, kernel: str, arch: str = "sm_90") -> list[str] | None:
+    """:func:`parse_sass_ops` of a built library, or None where cuobjdump is not installed."""
+    out = sass(library, arch)
+    return None if out is None else parse_sass_ops(out, kernel)
 
 
 def resources_table(build_: Build, arch: str = "sm_90") -> list[dict]:

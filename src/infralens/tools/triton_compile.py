@@ -4,18 +4,58 @@
 architecture on a machine with no GPU, so a CPU build can show what a kernel will cost on an
 H100: registers per thread, shared memory per program, and the PTX itself.
 :func:`launched_resources` reads the same numbers from a kernel a GPU launch compiled.
+:func:`check_block` and :func:`check_options` refuse, in one line and before compiling, what the
+compiler or the GPU would refuse; :func:`quiet` keeps Triton's own warnings out of a command's output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import tempfile
+import warnings
+from collections.abc import Iterator
 
 import triton
+import triton.language as tl
 
-__all__ = ["compile_offline", "launched_resources"]
+__all__ = ["compile_offline", "launched_resources", "check_block", "check_options", "quiet"]
+
+#: The most elements one Triton block may hold.
+MAX_BLOCK_NUMEL: int = tl.TRITON_MAX_TENSOR_NUMEL
+
+
+def check_block(name: str, value: int, *, least: int = 1) -> None:
+    """Raise ``ValueError`` unless ``value`` is a block size ``tl.arange`` takes: a power of two
+    from ``least`` (``tl.dot`` needs 16) to :data:`MAX_BLOCK_NUMEL`."""
+    if (not isinstance(value, int) or isinstance(value, bool) or value < least
+            or value > MAX_BLOCK_NUMEL or value & (value - 1)):
+        raise ValueError(f"{name} {value}: must be a power of two from {least} to {MAX_BLOCK_NUMEL:,}")
+
+
+def check_options(num_warps: int, num_stages: int = 1) -> None:
+    """Raise ``ValueError`` for launch options that Triton or the GPU refuses: ``num_warps`` a power
+    of two of at most the warps one block may have, ``num_stages`` at least 1."""
+    from infralens.hardware import fact
+
+    most = fact("max_warps_per_block")
+    if (not isinstance(num_warps, int) or isinstance(num_warps, bool) or not 1 <= num_warps <= most
+            or num_warps & (num_warps - 1)):
+        raise ValueError(f"num_warps {num_warps}: must be a power of two from 1 to {most} "
+                         "(the most warps one block may have)")
+    if not isinstance(num_stages, int) or isinstance(num_stages, bool) or num_stages < 1:
+        raise ValueError(f"num_stages {num_stages}: must be at least 1")
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Triton's own ``UserWarning``s (deprecation notices of its defaults) left out, for a command
+    whose output is its results."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"triton(\.|$)")
+        yield
 
 
 # [triton-compile:offline]
@@ -30,6 +70,7 @@ def compile_offline(kernel, signature: dict[str, str], constexprs: dict, *, num_
     """
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise RuntimeError("compiling needs the real compiler: unset TRITON_INTERPRET")
+    check_options(num_warps, num_stages)
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from infralens.models.gpt import GPT, GPTConfig
-from infralens.tools.cli import OneLineParser, UsageError, run_main
+from infralens.tools.cli import OneLineParser, UsageError, output_path, run_main, whole_file
 from infralens.training.train_ddp import (
     DistContext,
     LaunchError,
@@ -103,7 +103,8 @@ def run(out: str, ctx: DistContext) -> None:
         dist.all_gather_object(all_indices, indices)
         results["indices"] = all_indices
         if ctx.is_main:
-            torch.save(results, out)
+            with whole_file(out) as tmp:  # renamed into place once complete
+                torch.save(results, tmp)
             print(f"{ctx.world} ranks, windows per rank {all_indices}; "
                   f"{results['plain'].numel():,} gradient entries (float64)")
             print(f"after the no_sync backward, ranks differ by up to {results['spread_after_no_sync']:.3e}; "
@@ -113,7 +114,8 @@ def run(out: str, ctx: DistContext) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog=f"torchrun --nproc-per-node N -m {PROG}",
                             description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="where rank 0 saves the gradients (torch.save)")
+    parser.add_argument("--out", required=True, type=output_path,
+                        help="where rank 0 saves the gradients (torch.save)")
     return run_main(PROG, argv, lambda a: (parser.parse_args(a).out, init_distributed("cpu")),
                     lambda prepared: run(*prepared), errors=(UsageError, LaunchError))
 

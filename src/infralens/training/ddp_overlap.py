@@ -9,7 +9,9 @@ cannot start before backward ends), every rank measures three things on the same
 batch:
 
 1. **Step time**, DDP as usual, against the same step under ``no_sync()`` (no communication at
-   all): the difference is the communication the step *waits for*, the exposed part.
+   all): the difference is the whole price of synchronizing, not only the communication the
+   step waits for: it also holds the reducer's own work and the slowdown of backward kernels
+   that run beside the all-reduce (the field keeps its recorded name, ``waited_for_comm_s``).
 2. **A profile** (``torch.profiler``, a few steps): every GPU kernel with its start, duration
    and stream. NCCL's kernels are the all-reduce; a kernel launched while the CPU was inside
    the ``backward`` range (found through the launch's correlation id) is backward compute.
@@ -43,7 +45,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from infralens.models.gpt import GPT
-from infralens.tools.cli import run_main, write_json
+from infralens.tools.cli import output_path, positive_int, run_main, write_json
 from infralens.training.train_ddp import DistContext, init_distributed, process_group, rank_config, wrap
 from infralens.training.train_single_gpu import TrainConfig, num_params
 from infralens.training.train_single_gpu import build_parser as single_gpu_parser
@@ -219,9 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.prog = f"torchrun --nproc-per-node N -m {PROG}"
     parser.description = "DDP step time, all-reduce time and overlap with backward, per bucket size."
     parser.set_defaults(device="auto", steps=10, batch=4, seq_len=64)
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
-    parser.add_argument("--profile-steps", type=int, default=3, help="steps in the profile")
-    parser.add_argument("--out", help="rank 0 writes the results here (JSON)")
+    parser.add_argument("--warmup", type=positive_int, default=3, help="untimed steps first (default 3)")
+    parser.add_argument("--profile-steps", type=positive_int, default=3, help="steps in the profile")
+    parser.add_argument("--out", type=output_path, help="rank 0 writes the results here (JSON)")
     return parser
 
 

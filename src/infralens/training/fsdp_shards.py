@@ -43,7 +43,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from infralens.memory.measure import tensor_breakdown
 from infralens.models.gpt import GPT
-from infralens.tools.cli import run_main, write_json
+from infralens.tools.cli import output_path, run_main, write_json
 from infralens.training.train_ddp import (
     DistContext,
     LaunchError,
@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.description = "Each rank's share of the model state under DDP and FSDP2, measured."
     parser.set_defaults(steps=2, device="auto", batch=2, seq_len=32)
     parser.add_argument("--modes", default="fsdp", help=f"comma-separated: {', '.join(MODES)}")
-    parser.add_argument("--out", help="rank 0 writes every rank's readings here (JSON)")
+    parser.add_argument("--out", type=output_path, help="rank 0 writes every rank's readings here (JSON)")
     return parser
 
 
@@ -202,6 +202,7 @@ def _prepare(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str],
     if unknown or not modes:
         raise ValueError(f"modes must be among {', '.join(MODES)}; got {args.modes!r}")
     cfg, device = rank_config(args)
+    cfg.check_data()  # every rank reads the whole corpus (its own batches): one batch must fit
     ctx = init_distributed(device)  # a LaunchError is a ValueError: one line too
     return args, modes, replace(cfg, device=str(ctx.device)), ctx
 

@@ -25,6 +25,7 @@ Started without torchrun (the variables missing), or with bad input, it prints o
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -40,7 +41,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from infralens.models.gpt import GPT
 from infralens.tools.checks import require_positive
-from infralens.tools.cli import run_main
+from infralens.tools.cli import output_path, positive_float, positive_int, run_main, whole_file
 from infralens.training.train_single_gpu import (
     TokenWindows,
     TrainConfig,
@@ -116,8 +117,9 @@ class DDPConfig:
 
     def __post_init__(self) -> None:
         require_positive(accum=self.accum, log_every=self.log_every)
-        if self.bucket_cap_mb is not None and not self.bucket_cap_mb > 0:
-            raise ValueError(f"bucket_cap_mb must be positive, got {self.bucket_cap_mb}")
+        if self.bucket_cap_mb is not None and not (math.isfinite(self.bucket_cap_mb)
+                                                   and self.bucket_cap_mb > 0):
+            raise ValueError(f"bucket_cap_mb must be a finite positive number, got {self.bucket_cap_mb}")
 
     def global_batch(self, world: int) -> int:
         """Sequences per optimizer step over all ranks."""
@@ -131,7 +133,7 @@ def wrap(model: torch.nn.Module, ctx: DistContext, bucket_cap_mb: float | None =
         model,
         device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,  # one GPU per rank
         bucket_cap_mb=bucket_cap_mb,  # bucket size in MiB; None: 25, and 1 for the first bucket
-        gradient_as_bucket_view=True,  # .grad points into the bucket: no second copy of 4Ψ bytes
+        gradient_as_bucket_view=True,  # .grad views the bucket: no second 4Ψ copy once synced
     )
     # [/ddp:wrap]
 
@@ -161,6 +163,7 @@ def epochs(loader: DataLoader, sampler: DistributedSampler) -> Iterator[tuple[to
 def train_ddp(cfg: DDPConfig, ctx: DistContext, log: Callable[[str], None] = print) -> dict:
     """Train ``cfg.train.steps`` optimizer steps; returns rank-local facts (losses on rank 0)."""
     tc = cfg.train
+    tc.check_data(ctx.world)  # every rank gets a batch: before the model is built
     torch.manual_seed(tc.seed)  # the same initial weights everywhere (DDP broadcasts rank 0's anyway)
     with ctx.device:
         model = GPT(tc.model, checkpoint=tc.checkpoint)
@@ -200,8 +203,9 @@ def train_ddp(cfg: DDPConfig, ctx: DistContext, log: Callable[[str], None] = pri
     # [ddp:checkpoint]
     if cfg.checkpoint_path:
         if ctx.is_main:  # one writer; ddp.module is the plain model, keys without "module."
-            torch.save({"model": ddp.module.state_dict(), "optimizer": optimizer.state_dict(),
-                        "step": tc.steps}, cfg.checkpoint_path)
+            with whole_file(cfg.checkpoint_path) as tmp:  # renamed into place once complete
+                torch.save({"model": ddp.module.state_dict(), "optimizer": optimizer.state_dict(),
+                            "step": tc.steps}, tmp)
             log(f"rank 0 saved {cfg.checkpoint_path}")
         dist.barrier()  # nobody reads the file, or exits, before it is complete
     # [/ddp:checkpoint]
@@ -214,9 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.description = "Lab 02's loop under DistributedDataParallel (launch with torchrun)."
     parser.epilog = f"Bad input or a missing torchrun variable prints one line, '{PROG}: error: ...'."
     parser.set_defaults(steps=10, log_every=5, device="auto")
-    parser.add_argument("--accum", type=int, default=2, help="micro-batches per step (default 2)")
-    parser.add_argument("--bucket-cap-mb", type=float, help="DDP bucket size, MiB (default: DDP's, 25)")
-    parser.add_argument("--save", metavar="PATH", help="rank 0 saves a checkpoint here at the end")
+    parser.add_argument("--accum", type=positive_int, default=2, help="micro-batches per step (default 2)")
+    parser.add_argument("--bucket-cap-mb", type=positive_float,
+                        help="DDP bucket size, MiB (default: DDP's, 25)")
+    parser.add_argument("--save", metavar="PATH", type=output_path,
+                        help="rank 0 saves a checkpoint here at the end")
     return parser
 
 
@@ -230,11 +236,21 @@ def rank_config(args: argparse.Namespace) -> tuple[TrainConfig, str]:
     return config_from_args(args), device
 
 
+def launch_world() -> int:
+    """The ranks torchrun started (``WORLD_SIZE``; 1 outside torchrun), read before joining the
+    group, so that input which depends on it is checked before any rank starts work."""
+    text = os.environ.get("WORLD_SIZE", "1")
+    if not text.isdigit() or int(text) < 1:
+        raise LaunchError(f"WORLD_SIZE={text!r}: expected a positive number of ranks")
+    return int(text)
+
+
 def _prepare(argv: Sequence[str] | None) -> tuple[DDPConfig, DistContext]:
     args = build_parser().parse_args(argv)
     train, device = rank_config(args)
     cfg = DDPConfig(train, accum=args.accum, bucket_cap_mb=args.bucket_cap_mb,
                     checkpoint_path=args.save, log_every=args.log_every)
+    train.check_data(launch_world())  # each rank's 1/W of the windows holds a batch
     return cfg, init_distributed(device)  # last: nothing after it may fail on the input
 
 

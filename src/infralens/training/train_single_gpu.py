@@ -25,8 +25,10 @@ The data is a synthetic token stream from a Markov chain in which every token ha
 learns it reaches a known floor (:func:`loss_floor`; at most ln(branching) nats, less where a
 token's successors repeat) instead of a number nobody can check.
 
-Bad input (a non-positive size, heads that do not divide the width, a sequence longer than the
-model's positions, CUDA asked for where there is none) prints one line,
+Bad input (a non-positive or 400-digit size, heads that do not divide the width, a sequence
+longer than the model's positions, a batch the corpus has too few windows for, a learning rate
+that is not a finite positive number, CUDA asked for where there is none) is found before the
+model is built and prints one line,
 ``infralens.training.train_single_gpu: error: <reason>``, and exits with status 2.
 """
 
@@ -49,11 +51,19 @@ from infralens.memory.measure import (
     AllocatorProbe,
     TensorBytesProbe,
     _SavedTensorTracker,
+    saved_tensors_by_module,
     tensor_breakdown,
 )
 from infralens.models.gpt import GPT, GPTConfig
 from infralens.tools.checks import require_positive
-from infralens.tools.cli import OneLineParser, positive_int, run_main
+from infralens.tools.cli import (
+    MAX_INT,
+    OneLineParser,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    run_main,
+)
 
 PROG = "infralens.training.train_single_gpu"
 
@@ -155,8 +165,27 @@ class TrainConfig:
         if self.seq_len > self.model.n_positions:
             raise ValueError(f"seq_len {self.seq_len} is longer than the model's "
                              f"{self.model.n_positions} positions")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite positive number, got {self.lr}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
+        if not 0 <= self.seed <= MAX_INT:
+            raise ValueError(f"seed must be an integer from 0 to 2**63 - 1, got {self.seed}")
+
+    @property
+    def windows(self) -> int:
+        """Samples of the corpus: windows of ``seq_len`` tokens and their targets (:class:`TokenWindows`)."""
+        return (self.corpus_tokens - 1) // self.seq_len
+
+    def check_data(self, world: int = 1) -> None:
+        """Raise ``ValueError`` unless every one of ``world`` ranks, reading its 1/world of the
+        windows, gets a whole batch: checked before a model is built, not at the first step."""
+        per_rank = self.windows // world
+        if per_rank < self.batch:
+            ranks = f", and each of {world} ranks reads {per_rank:,} of them" if world > 1 else ""
+            raise ValueError(f"a batch of {self.batch:,} sequences of {self.seq_len:,} tokens: the "
+                             f"corpus of {self.corpus_tokens:,} tokens has {self.windows:,} such "
+                             f"windows{ranks} (use a smaller batch or sequence)")
 
     @property
     def precision(self) -> str:
@@ -254,6 +283,7 @@ def train(
     device = torch.device(cfg.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device cuda asked for, but PyTorch sees no CUDA GPU")
+    cfg.check_data()  # a batch the corpus cannot fill fails here, not after the model is built
     watch = watch or NoWatch()
     seed = cfg.seed if data_seed is None else data_seed
     data = batches(TokenWindows(markov_corpus(cfg.corpus_tokens, cfg.model.vocab_size, cfg.branching,
@@ -334,47 +364,12 @@ def ledger_by_phase(cfg: TrainConfig, steps: int = 2) -> list[dict]:
 
 
 def saved_by_module(model: GPT, x: torch.Tensor, y: torch.Tensor, amp: bool = False) -> list[dict]:
-    """One forward pass; which module saved which tensor for backward, storage by storage.
-
-    Forward hooks keep a stack of the modules being run; a ``saved_tensors_hooks`` pack hook
-    charges each new storage to the innermost one. Parameters and storages already charged are
-    skipped, so every byte appears once. Returns rows of module, dtype, shape and bytes.
-    """
-    stack: list[str] = ["(model)"]
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: set[int] = set()
-    rows: list[dict] = []
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        key = t.untyped_storage().data_ptr()
-        if key not in seen and key not in params:
-            seen.add(key)
-            rows.append({"module": stack[-1], "dtype": str(t.dtype).removeprefix("torch."),
-                         "shape": list(t.shape), "bytes": t.untyped_storage().nbytes()})
-        return t
-
-    def enter(name: str) -> Callable:
-        def hook(module, args) -> None:
-            stack.append(name)
-        return hook
-
-    def leave(module, args, output) -> None:  # returns None: the output is left alone
-        stack.pop()
-
-    handles = []
-    for name, module in model.named_modules():
-        if name:
-            handles.append(module.register_forward_pre_hook(enter(name)))
-            handles.append(module.register_forward_hook(leave))
-    try:
-        autocast = torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=amp)
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast:
-            loss = model(x, y)[1]
-        loss.backward()  # free the graph
-        model.zero_grad(set_to_none=True)
-    finally:
-        for h in handles:
-            h.remove()
+    """One forward pass of the GPT with its loss (under bf16 autocast if ``amp``): which module
+    saved which tensor for backward, storage by storage, every byte once
+    (:func:`infralens.memory.measure.saved_tensors_by_module`). Leaves no gradient behind."""
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=amp):
+        rows = saved_tensors_by_module(model, x, y)
+    model.zero_grad(set_to_none=True)
     return rows
 
 
@@ -392,11 +387,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=positive_int, default=8, help="sequences per step (default 8)")
     p.add_argument("--seq-len", type=positive_int, default=64, help="tokens per sequence (default 64)")
     p.add_argument("--steps", type=positive_int, default=40, help="optimizer steps (default 40)")
-    p.add_argument("--lr", type=float, default=1e-2, help="AdamW learning rate (default 1e-2)")
+    p.add_argument("--lr", type=positive_float, default=1e-2, help="AdamW learning rate (default 1e-2)")
     p.add_argument("--amp", action="store_true", help="bf16 autocast around forward + loss")
     p.add_argument("--checkpoint", action="store_true", help="recompute each block in backward")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the weights and the data")
     p.add_argument("--log-every", type=positive_int, default=10, help="print every N steps")
     return p
 
@@ -416,6 +411,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 def _prepare(argv: Sequence[str] | None) -> tuple[argparse.Namespace, TrainConfig]:
     args = build_parser().parse_args(argv)
     cfg = config_from_args(args)
+    cfg.check_data()
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("device cuda asked for, but PyTorch sees no CUDA GPU")
     return args, cfg

@@ -27,7 +27,15 @@ from dataclasses import asdict, dataclass
 
 from infralens.memory.zero import ZeroLines, zero_lines
 from infralens.tools.checks import require_positive
-from infralens.tools.cli import OneLineParser, UsageError, non_negative_int, positive_int, run_main
+from infralens.tools.cli import (
+    MAX_INT,
+    OneLineParser,
+    UsageError,
+    non_negative_int,
+    positive_int,
+    run_main,
+    shown,
+)
 
 PROG = "infralens.training.zero_memory_accounting"
 
@@ -185,15 +193,21 @@ _UNITS = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 def parse_count(text: str) -> int:
     """'7.5B', '7.5e9', '175000000000' -> an exact positive integer count."""
     if text.strip().startswith("-"):
-        raise argparse.ArgumentTypeError(f"a parameter count must be positive, got {text!r}")
+        raise argparse.ArgumentTypeError(f"a parameter count must be positive, got {shown(text)}")
     match = _COUNT.match(text.strip().replace("_", "").replace(",", ""))
     if not match:
-        raise argparse.ArgumentTypeError(f"expected a parameter count like 7.5B or 7.5e9, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a parameter count like 7.5B or 7.5e9, got {shown(text)}")
     from fractions import Fraction
 
-    value = Fraction(match.group("num")) * _UNITS[match.group("unit").upper()]
+    num = match.group("num")
+    if "e" in num.lower() and len(num.lower().split("e")[1]) > 3:  # 1e99999999 is not a count
+        raise argparse.ArgumentTypeError(f"a parameter count must be at most 2**63 - 1, got {shown(text)}")
+    value = Fraction(num) * _UNITS[match.group("unit").upper()]
     if value.denominator != 1 or value <= 0:
-        raise argparse.ArgumentTypeError(f"a parameter count must be a positive whole number, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"a parameter count must be a positive whole number, got {shown(text)}")
+    if value > MAX_INT:
+        raise argparse.ArgumentTypeError(f"a parameter count must be at most 2**63 - 1, got {shown(text)}")
     return int(value)
 
 

@@ -18,7 +18,9 @@ why checkpoint converters permute the rows of ``W_q`` and ``W_k``.
 Context extension (functions at the end) changes the angles so that a model trained on
 ``L`` tokens sees familiar angles at ``s * L`` tokens: position interpolation divides every
 angle by ``s``; "NTK-aware" scaling raises the base instead; YaRN interpolates only the
-low-frequency pairs and adds an attention temperature.
+low-frequency pairs and adds an attention temperature (:func:`yarn_frequencies` ramps in the
+number of turns, as the paper writes it; :func:`yarn_frequencies_by_index` in the pair index, as
+the reference code and the libraries do).
 """
 
 from __future__ import annotations
@@ -96,19 +98,65 @@ def ntk_base(base: float, head_dim: int, factor: float) -> float:
 
 def yarn_frequencies(freqs: torch.Tensor, factor: float, original_context: int,
                      alpha: float = 1.0, beta: float = 32.0) -> torch.Tensor:
-    """YaRN's 'NTK-by-parts' (Peng et al. 2023): interpolate a pair by how often it turns.
+    """YaRN's "NTK-by-parts" as the paper defines it (Peng et al. 2023): interpolate a
+    pair by how often it turns, with a ramp that is linear in the number of turns r.
 
     r = L / wavelength counts the turns a pair makes over the trained context L. Pairs that turn
     more than beta times keep theta (they encode local order and never saw out-of-range angles);
-    pairs that turn less than alpha times are interpolated like PI (theta / s); a linear ramp
-    blends the two in between.
+    pairs that turn less than alpha times are interpolated like PI (theta / s); a ramp linear in
+    r blends the two in between. (The reference code, Hugging Face and vLLM ramp linearly in
+    the pair index instead: :func:`yarn_frequencies_by_index`.)
     """
     r = original_context / wavelengths(freqs)
     gamma = ((r - alpha) / (beta - alpha)).clamp(0.0, 1.0)  # 0: interpolate, 1: keep
     return (1 - gamma) * freqs / factor + gamma * freqs
 
 
+def yarn_frequencies_by_index(freqs: torch.Tensor, factor: float, original_context: int,
+                              alpha: float = 1.0, beta: float = 32.0,
+                              truncate: bool = True) -> torch.Tensor:
+    """YaRN as its reference code, Hugging Face (``_compute_yarn_parameters``) and vLLM compute
+    it: the thresholds of beta and alpha turns become (fractional) pair indices, rounded outwards
+    to whole pairs when ``truncate``, and the ramp between them is linear in the pair index.
+
+    Pair i turns r_i = L theta_i / 2 pi times, and log theta_i falls by the same step per pair,
+    so the pair that turns exactly r times is i(r) = ln(L / 2 pi r) / step. Because r_i is
+    exponential in i, a ramp linear in i is not the ramp linear in r of
+    :func:`yarn_frequencies`; the two agree outside the ramp.
+    """
+    if freqs.numel() < 2:
+        raise ValueError("need at least two pairs to find the step between them")
+    step = math.log(float(freqs[0] / freqs[1]))  # ln(theta_i / theta_{i+1}) = 2 ln(base) / d
+
+    def pair_index(turns: float) -> float:
+        return math.log(original_context / (2 * math.pi * turns)) / step
+
+    low, high = pair_index(beta), pair_index(alpha)  # beta turns: a faster pair, lower index
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, 2 * freqs.numel() - 1)  # as the reference code clamps
+    if high == low:
+        high += 0.001  # the reference code's guard against a zero-width ramp
+    i = torch.arange(freqs.numel(), dtype=torch.float64)
+    ramp = ((i - low) / (high - low)).clamp(0.0, 1.0)  # 0: keep theta, 1: theta / s
+    return ramp * freqs / factor + (1 - ramp) * freqs
+
+
 def yarn_attention_scale(factor: float) -> float:
     """YaRN multiplies q and k by 0.1 ln(s) + 1, so the logits by its square (a temperature)."""
     return 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
 # [/transformer:context-extension]
+
+
+def rope_decay_bound(distances: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """RoFormer's long-term decay (Su et al., section 3.4.3): the relative upper bound
+    (2/d) sum_{j=1}^{d/2} |S_j|, S_j = sum_{k<j} exp(i r theta_k), of the position-dependent part
+    of a rotary score at relative distance r, one value per distance.
+
+    At r = 0 every term is 1 and the bound is (d/2 + 1) / 2; it falls as r grows, faster for a
+    small base (larger angles). Abel summation gives the bound: a score is
+    Re sum_k h_k exp(i r theta_k) <= max_k |h_{k+1} - h_k| * sum_j |S_j|.
+    """
+    r = torch.as_tensor(distances, dtype=torch.float64)[..., None]  # (..., 1)
+    partial = torch.cumsum(torch.exp(1j * r * freqs.to(torch.float64)), dim=-1)  # S_1 .. S_{d/2}
+    return partial.abs().mean(dim=-1)

@@ -94,3 +94,40 @@ def test_help_works_anywhere():
     done = subprocess.run([sys.executable, "-m", "infralens.tools.cells", "--help"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and "check-cuda" in done.stdout and "unpack" in done.stdout
+
+
+def test_a_malformed_record_on_disk_is_one_line_naming_the_file(tmp_path, capsys):
+    book = demo_book(tmp_path)
+    broken = book / "_records" / "demo-cell" / "run"
+    broken.mkdir(parents=True)
+    (broken / "record.json").write_text('{"record": "demo-cell"}')
+    assert main(["--book", str(book), "list"]) == 2
+    one_error_line(capsys.readouterr().err, str(broken / "record.json"), "no 'page'")
+
+
+@pytest.mark.parametrize("argv, words", [(["unpack"], "required: archive"),
+                                         (["frobnicate"], "invalid choice"),
+                                         (["list", "--x"], "unrecognized arguments: --x")])
+def test_argument_errors_are_one_line_without_usage(tmp_path, capsys, argv, words):
+    assert main(["--book", str(demo_book(tmp_path)), *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "usage:" not in err
+    one_error_line(err, words)
+
+
+def test_unpack_checks_the_whole_archive_first(tmp_path, capsys):
+    source = demo_book(tmp_path)
+    folder = records.write("demo-cell", "labs/demo", "x = 1", PROV, {"v": 7}, "", {}, 0.0, source)
+    archive = tmp_path / "records.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder, arcname=f"demo-cell/{folder.name}")
+    whole = archive.read_bytes()
+    truncated = tmp_path / "truncated.tar.gz"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    target = tmp_path / "target"
+    target.mkdir()
+    assert main(["--book", str(target), "unpack", str(truncated)]) == 2
+    one_error_line(capsys.readouterr().err, "truncated.tar.gz", "not a readable .tar.gz")
+    assert list(target.iterdir()) == []  # nothing extracted, no index
+    assert main(["--book", str(target), "unpack", str(tmp_path)]) == 2
+    one_error_line(capsys.readouterr().err, "is a folder")

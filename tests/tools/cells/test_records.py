@@ -90,3 +90,53 @@ def test_the_book_folder_comes_from_the_environment(tmp_path, monkeypatch):
     assert records.records_dir() == tmp_path / "other" / "_records"
     monkeypatch.delenv("INFRALENS_BOOK")
     assert records.book_dir() == records.ROOT / "book" and (records.ROOT / "src" / "infralens").is_dir()
+
+
+# --- malformed records: one error naming the file -------------------------------------------------
+
+def _by_hand(book, record_id: str, text: str, run: str = "run"):
+    folder = book / "_records" / record_id / run
+    folder.mkdir(parents=True)
+    (folder / "record.json").write_text(text)
+    return folder / "record.json"
+
+
+def _json(**changes) -> str:
+    data = {"record": "demo-cell", "page": "labs/x", "cell_sha256": "0" * 64, "provenance": PROV,
+            "results": {}, "stdout": "", "figures": [], "seconds": 1.0, **changes}
+    return json.dumps({k: v for k, v in data.items() if v is not None})
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"record": "demo-cell", ', "not a JSON record"),
+    ("[1, 2]", "a JSON list, not an object"),
+    (_json(results=None), "no 'results'"),
+    (_json(results=[1]), "'results' is a list, not a dict"),
+    (_json(provenance={**PROV, "driver": None}), "provenance 'driver' is missing"),
+    (_json(provenance={**PROV, "date": 20261121}), "'date' and 'commit' must be strings"),
+    (_json(figures=["../escape"]), "plain file stems"),
+    (_json(seconds="fast"), "'seconds' is not a number"),
+    (_json(record="other-cell"), "it says record 'other-cell'"),
+    (_json(record="Bad_Id"), "record id 'Bad_Id'"),
+])
+def test_a_malformed_record_raises_one_line_naming_its_file(tmp_path, text, words):
+    path = _by_hand(tmp_path, "demo-cell", text)
+    for read in (lambda: records.latest("demo-cell", tmp_path), lambda: records.update_index(tmp_path)):
+        with pytest.raises(records.RecordError) as info:
+            read()
+        assert str(info.value).startswith(f"{path}: ") and words in str(info.value)
+        assert "\n" not in str(info.value)
+    assert isinstance(info.value, ValueError) and not records.index_path(tmp_path).exists()
+
+
+def test_parse_record_accepts_what_write_writes(tmp_path):
+    folder = records.write("demo-cell", "labs/x", "x = 1", PROV, {"v": 1}, "out\n", FIGS, 0.5, tmp_path)
+    data = records.parse_record((folder / "record.json").read_bytes(), "here")
+    assert data["results"] == {"v": 1} and data["figures"] == ["fig-1"]
+
+
+def test_runs_skip_a_folder_still_being_written(tmp_path):
+    records.write("demo-cell", "labs/x", "x = 1", PROV, {}, "", {}, 0.0, tmp_path)
+    _by_hand(tmp_path, "demo-cell", "{half", run=".partial-abc")  # a write in progress
+    assert len(records.runs("demo-cell", tmp_path)) == 1
+    assert set(records.index_entries(tmp_path)) == {"demo-cell"}

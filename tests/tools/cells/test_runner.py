@@ -220,3 +220,89 @@ def test_unpack_refuses_anything_but_record_files(tmp_path, arcname, link):
     with pytest.raises(ValueError, match="unexpected member"):
         runner.unpack(archive, tmp_path / "book")
     assert not (tmp_path / "book" / "_records").exists() and not (tmp_path / "escape.txt").exists()
+
+
+# --- unpack: the whole archive checked first, each run moved into place whole -------------------
+
+def _good_archive(tmp_path, fixed_provenance) -> tuple[Path, list[str]]:
+    book = demo_book(tmp_path / "gpu", cell("demo-a", "results = {'a': 1}"),
+                     cell("demo-b", "results = {'b': 2}"))
+    written, _ = runner.run_cells(parse.gpu_cells(book), book)
+    archive = tmp_path / "records.tar.gz"
+    runner.pack(written, book, archive)
+    return archive, [f"{w.parent.name}/{w.name}" for w in written]
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): b"" if p.is_dir() else p.read_bytes()
+            for p in sorted(folder.rglob("*"))} if folder.exists() else {}
+
+
+def test_check_archive_lists_the_runs_and_unpack_replaces_a_run_whole(tmp_path, fixed_provenance):
+    archive, runs = _good_archive(tmp_path, fixed_provenance)
+    assert runner.check_archive(archive) == runs
+    book = tmp_path / "book"
+    assert runner.unpack(archive, book) == runs
+    first = _tree(book / "_records")
+    assert runner.unpack(archive, book) == runs  # the same runs again: swapped whole, no leftovers
+    assert _tree(book / "_records") == first
+    assert not [p for p in (book / "_records").iterdir() if p.name.startswith(".")]
+
+
+def _rewrite(archive: Path, out: Path, change) -> Path:
+    """A copy of ``archive`` whose record.json members went through ``change(bytes) -> bytes``."""
+    import io
+    import tarfile
+
+    with tarfile.open(archive) as src, tarfile.open(out, "w:gz") as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None
+            if data is not None and m.name.endswith("record.json"):
+                data = change(data)
+                m.size = len(data)
+            dst.addfile(m, io.BytesIO(data) if data is not None else None)
+    return out
+
+
+@pytest.mark.parametrize("damage, words", [
+    ("truncate", "not a readable .tar.gz"),
+    ("record", "not a JSON record"),
+    ("field", "no 'provenance'"),
+])
+def test_a_bad_archive_writes_nothing_at_all(tmp_path, fixed_provenance, damage, words):
+    archive, _ = _good_archive(tmp_path, fixed_provenance)
+    book = tmp_path / "book"
+    records.write("demo-a", "labs/demo", "x", {**PROV, "date": "2026-01-01T00:00:00Z"}, {}, "", {}, 0.0,
+                  book)
+    before = _tree(book)
+    if damage == "truncate":
+        bad = tmp_path / "bad.tar.gz"
+        whole = archive.read_bytes()
+        bad.write_bytes(whole[: len(whole) - 40])  # the end of the last member and the trailer
+    elif damage == "record":  # the second run's record.json only: the first run is fine
+        seen: list[bytes] = []
+
+        def second_cut_short(data: bytes) -> bytes:
+            seen.append(data)
+            return data[:-5] if len(seen) == 2 else data
+
+        bad = _rewrite(archive, tmp_path / "bad.tar.gz", second_cut_short)
+    else:
+        bad = _rewrite(archive, tmp_path / "bad.tar.gz",
+                       lambda b: json.dumps({k: v for k, v in json.loads(b).items()
+                                             if k != "provenance"}).encode())
+    with pytest.raises(runner.ArchiveError, match=words):
+        runner.unpack(bad, book)
+    assert _tree(book) == before  # no half-written records folder, no new index
+
+
+def test_unpack_refuses_to_index_over_a_malformed_record_already_there(tmp_path, fixed_provenance):
+    archive, _ = _good_archive(tmp_path, fixed_provenance)
+    book = tmp_path / "book"
+    broken = book / "_records" / "old-cell" / "run"
+    broken.mkdir(parents=True)
+    (broken / "record.json").write_text("{")
+    before = _tree(book)
+    with pytest.raises(records.RecordError, match="old-cell/run/record.json"):
+        runner.unpack(archive, book)
+    assert _tree(book) == before

@@ -8,15 +8,21 @@ dict), what it prints and the matplotlib figures it leaves open become its recor
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
+import shutil
 import sys
 import tarfile
+import tempfile
 import time
 import traceback
+import zlib
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from infralens.tools.cli import shown, whole_file
 
 from . import provenance, records
 from .parse import CodeCell, gpu_cells
@@ -95,26 +101,101 @@ def pack(folders: list[Path], book: Path, archive: Path) -> None:
     """One .tar.gz of the record folders, paths relative to book/_records (for `unpack`)."""
     base = records.records_dir(book)
     archive.parent.mkdir(parents=True, exist_ok=True)
-    tmp = archive.with_name(archive.name + ".partial")
-    with tarfile.open(tmp, "w:gz") as tar:
+    with whole_file(archive) as tmp, tarfile.open(tmp, "w:gz") as tar:
         for folder in folders:
             tar.add(folder, arcname=folder.relative_to(base).as_posix())
-    tmp.replace(archive)
+
+
+class ArchiveError(ValueError):
+    """A records archive that `unpack` refuses; the message names the archive and what is wrong."""
+
+
+#: What reading a damaged archive raises: truncated or corrupt gzip, a broken tar.
+_READ_ERRORS = (OSError, EOFError, zlib.error, tarfile.TarError)
+
+
+def check_archive(archive: Path) -> list[str]:
+    """Read the whole archive and check it as `unpack` needs it; return its runs, ``record/run``.
+
+    The gzip stream must be whole (a truncated download fails here, not halfway through an
+    extraction); every member must be a plain folder or file at ``<record>/<run>/<file>``; every
+    run must hold a ``record.json`` that :func:`records.parse_record` accepts, for the record its
+    folder names, with the figures it lists. Raises :class:`ArchiveError`.
+    """
+    try:
+        with gzip.open(archive) as stream:  # every byte, so the gzip trailer's checksum is read too
+            while stream.read(1 << 20):
+                pass
+        with tarfile.open(archive, "r:gz") as tar:
+            members = tar.getmembers()
+            runs: dict[str, dict[str, bytes | None]] = {}
+            seen: set[str] = set()
+            for m in members:
+                parts = PurePosixPath(m.name).parts
+                where = f"{archive}: unexpected member {shown(m.name)}"
+                if m.name in seen:
+                    raise ArchiveError(f"{where} (twice in the archive)")
+                seen.add(m.name)
+                if (m.name.startswith("/") or not 1 <= len(parts) <= 3
+                        or not records.RECORD_ID.match(parts[0])
+                        or not all(records.PLAIN_NAME.match(p) for p in parts[1:])):
+                    raise ArchiveError(f"{where} (expected <record>/<run>/<file>)")
+                if not (m.isdir() or (m.isreg() and len(parts) == 3)):
+                    raise ArchiveError(f"{where} (not a plain folder, or a file of a run)")
+                if len(parts) == 3:
+                    files = runs.setdefault("/".join(parts[:2]), {})
+                    files[parts[2]] = (tar.extractfile(m).read() if parts[2] == "record.json"
+                                       else None)
+    except ArchiveError:
+        raise
+    except _READ_ERRORS as err:
+        raise ArchiveError(f"{archive}: not a readable .tar.gz ({type(err).__name__}: {err})") from None
+    if not runs:
+        raise ArchiveError(f"{archive}: holds no records")
+    for run, files in sorted(runs.items()):
+        if "record.json" not in files:
+            raise ArchiveError(f"{archive}: {run} has no record.json")
+        try:
+            data = records.parse_record(files["record.json"], f"{archive}: {run}/record.json")
+        except records.RecordError as err:
+            raise ArchiveError(str(err)) from None
+        record = run.split("/")[0]
+        if data["record"] != record:
+            raise ArchiveError(f"{archive}: {run}/record.json is a record of {data['record']!r}")
+        for stem in data.get("figures", []):
+            if not any(name.startswith(f"{stem}.") for name in files):
+                raise ArchiveError(f"{archive}: {run} lists figure {stem!r} but holds no file of it")
+    return sorted(runs)
 
 
 def unpack(archive: Path, book: Path) -> list[str]:
-    """Extract an archive made by `pack` into book/_records; reject anything but plain record files."""
+    """Extract an archive made by `pack` into book/_records; return its runs, ``record/run``.
+
+    Nothing is written unless the whole archive passes :func:`check_archive` and the records
+    already there can be indexed. The runs are extracted into a temporary folder beside the
+    records and each is renamed into place whole (replacing a run of the same name); then
+    ``index.json`` is rewritten, atomically.
+    """
+    runs = check_archive(archive)
     base = records.records_dir(book)
-    with tarfile.open(archive, "r:gz") as tar:
-        members = tar.getmembers()
-        for m in members:
-            parts = Path(m.name).parts
-            if (m.name.startswith("/") or ".." in parts or len(parts) > 3
-                    or not (m.isfile() or m.isdir()) or not records.RECORD_ID.match(parts[0])):
-                raise ValueError(f"{archive}: unexpected member {m.name!r}")
-        tar.extractall(base, members=members, filter="data")
+    records.index_entries(book)  # a malformed record already here: fail before writing anything
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=base))
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            tar.extractall(tmp, filter="data")
+        for run in runs:
+            new, final = tmp / run, base / run
+            final.parent.mkdir(exist_ok=True)
+            if final.exists():  # the same run unpacked again: swap it whole
+                old = tmp / ".replaced" / run
+                old.parent.mkdir(parents=True, exist_ok=True)
+                final.rename(old)
+            new.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     records.update_index(book)
-    return sorted({"/".join(Path(m.name).parts[:2]) for m in members if m.isfile()})
+    return runs
 
 
 def select(book: Path, page: str | None, record: str | list[str] | None) -> list[CodeCell]:
