@@ -15,12 +15,9 @@ from infralens.attention.gqa import (
     score_statistics,
 )
 from infralens.attention.masks import causal_mask
+from tests.tensors import seeded_randn
 
-GEN = torch.Generator().manual_seed(3)
-
-
-def rand(*shape):
-    return torch.randn(*shape, generator=GEN, dtype=torch.float64)
+rand = seeded_randn(3)
 
 
 @pytest.mark.parametrize("a, a_kv", [(8, 8), (8, 2), (8, 1), (6, 3)])

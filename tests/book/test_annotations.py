@@ -68,3 +68,9 @@ def test_pins_must_be_a_list_of_strings(tmp_path):
     src = _src(tmp_path)
     assert annotated.check(src, {**_opts(), "pins": '"z = y"'})[1]
     assert annotated.check(src, {**_opts(), "pins": "[1]"})[1]
+
+
+def test_a_pin_with_a_comment_is_refused(tmp_path):
+    # MyST reads " #..." in a directive option as a comment, so such a pin never reaches the check.
+    problems = annotated.check(_src(tmp_path), {**_opts(), "pins": '["z = y + 1  # the sum"]'})[1]
+    assert any("' #'" in p for p in problems)

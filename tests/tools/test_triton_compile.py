@@ -133,3 +133,28 @@ def test_quiet_drops_tritons_warnings_only():
             warnings.warn_explicit("a Triton notice", UserWarning, "knobs.py", 1, module="triton.knobs")
             warnings.warn_explicit("ours", UserWarning, "x.py", 1, module="infralens.x")
     assert [str(w.message) for w in seen] == ["ours"]
+
+
+def test_compile_command_checks_every_value_first_and_prints_json_lines(capsys):
+    from infralens.tools.cli import OneLineParser
+    from infralens.tools.triton_compile import check_block, compile_command
+
+    compiled = []
+
+    def compile_all(args):  # stands in for the compiles: records what it was asked for
+        compiled.extend(args.block)
+        return [{"block": b} for b in args.block]
+
+    def main(argv):
+        parser = OneLineParser(prog="demo")
+        parser.add_argument("--block", type=int, action="append", default=[])
+        return compile_command(parser, argv, each="block", wanted="--block BLOCK_N",
+                               check=lambda args, block: check_block("BLOCK_N", block),
+                               compile_all=compile_all)
+
+    assert main(["--block", "16", "--block", "64"]) == 0
+    assert capsys.readouterr().out == '{"block": 16}\n{"block": 64}\n' and compiled == [16, 64]
+    assert main([]) == 2
+    assert capsys.readouterr().err == "demo: error: give --block BLOCK_N at least once\n"
+    assert main(["--block", "16", "--block", "3"]) == 2  # the bad size is refused before any compile
+    assert "BLOCK_N 3: must be a power of two" in capsys.readouterr().err and compiled == [16, 64]

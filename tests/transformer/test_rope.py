@@ -18,12 +18,9 @@ from infralens.transformer.rope import (
     yarn_frequencies,
     yarn_frequencies_by_index,
 )
+from tests.tensors import seeded_randn
 
-GEN = torch.Generator().manual_seed(7)
-
-
-def rand(*shape):
-    return torch.randn(*shape, generator=GEN, dtype=torch.float64)
+rand = seeded_randn(7)
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])

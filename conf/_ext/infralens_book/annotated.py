@@ -38,6 +38,9 @@ def parse_pins(value) -> list[str]:
     pins = json.loads(value)
     if not isinstance(pins, list) or not all(isinstance(p, str) and p for p in pins):
         raise ValueError("':pins:' must be a JSON list of non-empty strings")
+    if any(" #" in p for p in pins):  # MyST reads " #..." in a directive option as a comment
+        raise ValueError("a pin may not contain ' #' (MyST drops the rest of the option line): "
+                         "pin the code before the comment")
     return pins
 
 

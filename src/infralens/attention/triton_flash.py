@@ -442,10 +442,8 @@ def _config(text: str) -> tuple[int, int, int, int]:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    import json
-
-    from infralens.tools.cli import OneLineParser, UsageError, run_main
-    from infralens.tools.triton_compile import quiet
+    from infralens.tools.cli import OneLineParser
+    from infralens.tools.triton_compile import compile_command
 
     parser = OneLineParser(
         prog="python -m infralens.attention.triton_flash",
@@ -455,19 +453,12 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=_config, action="append", default=[],
                         metavar="BM,BN,WARPS,STAGES")
     parser.add_argument("--strided", action="store_true", help="do not assume unit inner strides")
-
-    def summaries(argv: list[str] | None) -> list[dict]:  # compiling fails on a bad config too
-        args = parser.parse_args(argv)
-        if not args.config:
-            raise UsageError("give --config BM,BN,WARPS,STAGES at least once")
-        for cfg in args.config:  # every config, before the first compile
-            check_config(cfg, args.head_dim)
-        with quiet():
-            return [compile_summary(args.head_dim, args.causal, cfg, unit_stride=not args.strided)
-                    for cfg in args.config]
-
-    return run_main(parser.prog, argv, summaries, lambda rows: print(*map(json.dumps, rows), sep="\n"),
-                    errors=(UsageError, ValueError, RuntimeError))
+    return compile_command(  # compiling fails on a bad config too
+        parser, argv, each="config", wanted="--config BM,BN,WARPS,STAGES",
+        check=lambda args, cfg: check_config(cfg, args.head_dim),
+        compile_all=lambda args: [compile_summary(args.head_dim, args.causal, cfg,
+                                                  unit_stride=not args.strided)
+                                  for cfg in args.config])
 
 
 if __name__ == "__main__":

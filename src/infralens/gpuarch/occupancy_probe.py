@@ -18,13 +18,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar, Self
 
 from infralens.tools import nvcc as nvcc_tools
 
 from .occupancy import Kernel, occupancy
 
-__all__ = ["SOURCE", "CASES", "Case", "ProbeError", "Probe", "build", "nvcc", "ptxas_report",
-           "check_occupancy", "CHASES", "measure_latency"]
+__all__ = ["SOURCE", "CASES", "Case", "ProbeError", "ProbeLibrary", "Probe", "build", "build_probe",
+           "nvcc", "ptxas_report", "check_occupancy", "CHASES", "measure_latency"]
 
 SOURCE = Path(__file__).with_name("occupancy_probe.cu")
 FUNC_FIELDS = ("num_regs", "shared_size_bytes", "local_size_bytes", "const_size_bytes",
@@ -44,66 +45,95 @@ def nvcc() -> str:
     return found
 
 
-def build(arch: str = "sm_90", *, force: bool = False) -> Path:
-    """Compile the probe into a shared library for ``arch`` (:func:`infralens.tools.nvcc.build`,
+def build_probe(source: Path, arch: str, *, force: bool = False) -> nvcc_tools.Build:
+    """Compile a probe's ``.cu`` into a shared library for ``arch`` (:func:`infralens.tools.nvcc.build`,
     cached by source, flags and compiler)."""
     if not re.fullmatch(r"sm_\d+a?", arch):
         raise ValueError(f"arch must look like sm_90, got {arch!r}")
-    return nvcc_tools.build(SOURCE, (arch,), nvcc=nvcc(), force=force).library
+    return nvcc_tools.build(source, (arch,), nvcc=nvcc(), force=force)
+
+
+def build(arch: str = "sm_90", *, force: bool = False) -> Path:
+    """Compile ``occupancy_probe.cu`` into a shared library for ``arch`` (:func:`build_probe`)."""
+    return build_probe(SOURCE, arch, force=force).library
 
 
 def ptxas_report(arch: str = "sm_90") -> dict[str, dict]:
     """Registers, barriers, static shared memory and spills per kernel, as ptxas reports them
     (parsed by :func:`infralens.tools.nvcc.parse_ptxas`). Needs nvcc, not a GPU."""
-    if not re.fullmatch(r"sm_\d+a?", arch):
-        raise ValueError(f"arch must look like sm_90, got {arch!r}")
-    built = nvcc_tools.build(SOURCE, (arch,), nvcc=nvcc())
     return {r.kernel: {"registers": r.registers, "barriers": r.barriers, "smem_bytes": r.shared_bytes,
                        "spill_store_bytes": r.spill_store_bytes, "spill_load_bytes": r.spill_load_bytes}
-            for r in built.resources_for(arch)}
+            for r in build_probe(SOURCE, arch).resources_for(arch)}
 
 
-# [gpuarch:probe-py]
-class Probe:
-    """The compiled probe library, one method per extern "C" function."""
+INT, LONGLONG, STRING = ctypes.c_int, ctypes.c_longlong, ctypes.c_char_p
+
+
+class ProbeLibrary:
+    """A probe's shared library, loaded through ctypes.
+
+    A subclass names its ``SOURCE``, declares its extern "C" functions in ``FUNCTIONS`` (name:
+    ``(argtypes, restype)``, argtypes ``None`` where ctypes' default int conversion does), and
+    names the one that turns an error code into the runtime's string (``ERROR_STRING``); a
+    failed runtime call raises :class:`ProbeError` with that string.
+    """
+
+    SOURCE: ClassVar[Path]
+    ERROR_STRING: ClassVar[str]
+    FUNCTIONS: ClassVar[dict[str, tuple[list | None, type]]]
 
     def __init__(self, library: Path):
         self.path = Path(library)
-        lib = ctypes.CDLL(str(self.path))
-        c_int, c_ll, c_char_p = ctypes.c_int, ctypes.c_longlong, ctypes.c_char_p
-        lib.probe_error_string.restype = c_char_p
-        lib.probe_kernel_name.restype = c_char_p
-        lib.probe_device_attribute_name.restype = c_char_p
-        lib.probe_func_attributes.argtypes = [c_int, ctypes.POINTER(c_ll)]
-        lib.probe_max_active_blocks.argtypes = [c_int, c_int, c_ll, ctypes.POINTER(c_int)]
-        lib.probe_set_max_dynamic_smem.argtypes = [c_int, c_int]
-        lib.probe_set_carveout.argtypes = [c_int, c_int]
-        lib.probe_try_launch.argtypes = [c_int, c_int, c_ll]
-        lib.probe_chase.argtypes = [c_int, c_ll, c_int, c_int, ctypes.c_ulonglong,
-                                    ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)]
-        self._lib = lib
-        self.kernels = [lib.probe_kernel_name(i).decode() for i in range(lib.probe_num_kernels())]
+        self._lib = ctypes.CDLL(str(self.path))
+        for name, (argtypes, restype) in self.FUNCTIONS.items():
+            fn = getattr(self._lib, name)
+            fn.argtypes, fn.restype = argtypes, restype
 
     @classmethod
-    def for_this_gpu(cls) -> Probe:
+    def for_this_gpu(cls) -> Self:
         """Build for the compute capability of the current CUDA device (via torch) and load."""
         import torch
 
         major, minor = torch.cuda.get_device_capability()
-        return cls(build(f"sm_{major}{minor}"))
+        return cls(build_probe(cls.SOURCE, f"sm_{major}{minor}").library)
+
+    def error_string(self, code: int) -> str:
+        return getattr(self._lib, self.ERROR_STRING)(code).decode()
 
     def _check(self, err: int, what: str) -> None:
         if err != 0:
-            raise ProbeError(f"{what}: {self._lib.probe_error_string(err).decode()} (error {err})")
+            raise ProbeError(f"{what}: {self.error_string(err)} (error {err})")
+
+
+# [gpuarch:probe-py]
+class Probe(ProbeLibrary):
+    """The compiled probe library, one method per extern "C" function."""
+
+    SOURCE = SOURCE
+    ERROR_STRING = "probe_error_string"
+    FUNCTIONS = {
+        "probe_error_string": (None, STRING),
+        "probe_kernel_name": (None, STRING),
+        "probe_device_attribute_name": (None, STRING),
+        "probe_func_attributes": ([INT, ctypes.POINTER(LONGLONG)], INT),
+        "probe_max_active_blocks": ([INT, INT, LONGLONG, ctypes.POINTER(INT)], INT),
+        "probe_set_max_dynamic_smem": ([INT, INT], INT),
+        "probe_set_carveout": ([INT, INT], INT),
+        "probe_try_launch": ([INT, INT, LONGLONG], INT),
+        "probe_chase": ([INT, LONGLONG, INT, INT, ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_double),
+                         ctypes.POINTER(ctypes.c_double)], INT),
+    }
+
+    def __init__(self, library: Path):
+        super().__init__(library)
+        self.kernels = [self._lib.probe_kernel_name(i).decode()
+                        for i in range(self._lib.probe_num_kernels())]
 
     def _index(self, kernel: str) -> int:
         try:
             return self.kernels.index(kernel)
         except ValueError:
             raise ValueError(f"unknown kernel {kernel!r}; the probe has {self.kernels}") from None
-
-    def error_string(self, code: int) -> str:
-        return self._lib.probe_error_string(code).decode()
 
     def device_attributes(self) -> dict[str, int]:
         out, value = {}, ctypes.c_int()

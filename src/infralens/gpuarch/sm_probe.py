@@ -24,46 +24,31 @@ from pathlib import Path
 
 from infralens.tools import nvcc as nvcc_tools
 
-from .occupancy_probe import ProbeError, nvcc
+from .occupancy_probe import INT, LONGLONG, STRING, ProbeError, ProbeLibrary, build_probe
 
 __all__ = ["SOURCE", "SMProbe", "build", "max_concurrent", "measure_ffma_issue",
            "measure_residency", "convergence_barriers", "parse_convergence_ops", "ProbeError"]
 
 SOURCE = Path(__file__).with_name("sm_probe.cu")
-_ARCH = re.compile(r"sm_\d+a?")
 
 
 def build(arch: str = "sm_90", *, force: bool = False) -> Path:
     """Compile ``sm_probe.cu`` into a shared library for ``arch`` (cached like every nvcc build)."""
-    if not _ARCH.fullmatch(arch):
-        raise ValueError(f"arch must look like sm_90, got {arch!r}")
-    return nvcc_tools.build(SOURCE, (arch,), nvcc=nvcc(), force=force).library
+    return build_probe(SOURCE, arch, force=force).library
 
 
-class SMProbe:
+class SMProbe(ProbeLibrary):
     """The compiled library, one method per extern "C" function."""
 
-    def __init__(self, library: Path):
-        self.path = Path(library)
-        lib = ctypes.CDLL(str(self.path))
-        c_int, c_ll = ctypes.c_int, ctypes.c_longlong
-        lib.sm_probe_error_string.restype = ctypes.c_char_p
-        lib.sm_probe_ffma.argtypes = [c_int, c_int, ctypes.POINTER(c_ll)]
-        lib.sm_probe_resident.argtypes = [c_int, c_int, c_ll, c_ll, ctypes.POINTER(ctypes.c_uint),
-                                          ctypes.POINTER(ctypes.c_ulonglong),
-                                          ctypes.POINTER(ctypes.c_ulonglong)]
-        self._lib = lib
-
-    @classmethod
-    def for_this_gpu(cls) -> SMProbe:
-        import torch
-
-        major, minor = torch.cuda.get_device_capability()
-        return cls(build(f"sm_{major}{minor}"))
-
-    def _check(self, err: int, what: str) -> None:
-        if err != 0:
-            raise ProbeError(f"{what}: {self._lib.sm_probe_error_string(err).decode()} (error {err})")
+    SOURCE = SOURCE
+    ERROR_STRING = "sm_probe_error_string"
+    FUNCTIONS = {
+        "sm_probe_error_string": (None, STRING),
+        "sm_probe_ffma": ([INT, INT, ctypes.POINTER(LONGLONG)], INT),
+        "sm_probe_resident": ([INT, INT, LONGLONG, LONGLONG, ctypes.POINTER(ctypes.c_uint),
+                               ctypes.POINTER(ctypes.c_ulonglong), ctypes.POINTER(ctypes.c_ulonglong)],
+                              INT),
+    }
 
     def ffma_cycles(self, threads: int, steps: int) -> int:
         """SM cycles for one block of ``threads`` threads to run ``steps`` dependent FMAs each."""

@@ -357,12 +357,15 @@ GPUS: Mapping[str, GPU] = MappingProxyType({g.key: g for g in (A100, H100, H200,
 # Other form factors of the same chips. The H100 PCIe and the H100 NVL are GH100s on PCIe cards
 # (pairs joined by NVLink bridges), with fewer SMs or lower clocks than the SXM5 module; the GB200
 # is the Blackwell GPU of a Grace Blackwell superchip (one Grace CPU, two GPUs), stored per GPU.
-H100_PCIE = GPU(
-    name="H100 PCIe 80GB",
-    slug="h100_pcie",
-    compute_capability=(9, 0),
-    memory_type="HBM2e",
-    device_names=("NVIDIA H100 PCIe",),
+def _h100_card(form: str, gib: int, memory_type: str, **specs: Spec | None) -> GPU:
+    """An H100 of one PCIe form factor (``"PCIe"``, ``"NVL"``): a GH100 of compute capability 9.0,
+    its name, key and the name the driver reports all made of the form factor."""
+    return GPU(name=f"H100 {form} {gib}GB", slug=f"h100_{form.lower()}", compute_capability=(9, 0),
+               memory_type=memory_type, device_names=(f"NVIDIA H100 {form}",), **specs)
+
+
+H100_PCIE = _h100_card(
+    "PCIe", 80, "HBM2e",
     sm_count=Spec(114, "SMs", "nvidia2022h100whitepaper", "Table 3, H100 PCIe column: 57 TPCs."),
     hbm_capacity_bytes=_hbm(80, "nvidia2022h100datasheet", "Datasheet (H100 PCIe column)"),
     hbm_bandwidth_bytes_per_s=Spec(
@@ -400,12 +403,8 @@ H100_PCIE = GPU(
 
 _NVL_NOTE = "The datasheet prints only the rate with sparsity ({}*); dense is half."
 
-H100_NVL = GPU(
-    name="H100 NVL 94GB",
-    slug="h100_nvl",
-    compute_capability=(9, 0),
-    memory_type="HBM3",
-    device_names=("NVIDIA H100 NVL",),
+H100_NVL = _h100_card(
+    "NVL", 94, "HBM3",
     sm_count=None,  # Not in NVIDIA's H100 NVL datasheet.
     hbm_capacity_bytes=_hbm(94, "nvidia2024h100datasheet", "The datasheet"),
     hbm_bandwidth_bytes_per_s=Spec(3.9 * TB, "B/s", "nvidia2024h100datasheet"),

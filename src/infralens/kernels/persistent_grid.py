@@ -91,10 +91,8 @@ def persistent_kernel_resources(block_n: int, dtype: str = "bf16", num_stages: i
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import json
-
-    from infralens.tools.cli import OneLineParser, UsageError, positive_int, run_main
-    from infralens.tools.triton_compile import check_block, quiet
+    from infralens.tools.cli import OneLineParser, positive_int
+    from infralens.tools.triton_compile import check_block, compile_command
 
     parser = OneLineParser(
         prog="python -m infralens.kernels.persistent_grid",
@@ -105,19 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="element type, repeatable (default bf16); every block for every type")
     parser.add_argument("--stages", type=positive_int, default=None,
                         help="pipeline stages (default: what softmax_persistent picks)")
-
-    def resources(argv: Sequence[str] | None) -> list[dict]:
-        args = parser.parse_args(argv)
-        if not args.block:
-            raise UsageError("give --block BLOCK_N (a power of two) at least once")
-        for block in args.block:  # every size, before the first compile
-            check_block("BLOCK_N", block)
-        with quiet():
-            return [persistent_kernel_resources(b, dtype, args.stages)
-                    for dtype in args.dtype or ["bf16"] for b in args.block]
-
-    return run_main(parser.prog, argv, resources, lambda rows: print(*map(json.dumps, rows), sep="\n"),
-                    errors=(UsageError, ValueError, RuntimeError))
+    return compile_command(
+        parser, argv, each="block", wanted="--block BLOCK_N (a power of two)",
+        check=lambda args, block: check_block("BLOCK_N", block),
+        compile_all=lambda args: [persistent_kernel_resources(b, dtype, args.stages)
+                                  for dtype in args.dtype or ["bf16"] for b in args.block])
 
 
 if __name__ == "__main__":

@@ -147,38 +147,41 @@ extern "C" __global__ void transpose_swizzle(const float* __restrict__ in, float
 // If loads in flight (and the index arithmetic shared by a thread's elements) explain the gap,
 // _tall runs like _rows; if 1024-thread blocks idling at their barrier explain it, _tall runs
 // like transpose_tile33.
-extern "C" __global__ void transpose_tile33_x16(const float* __restrict__ in,
-                                                float* __restrict__ out, int rows, int cols) {
-  __shared__ float tile[kTile][kTile + 1];
+// Both are one padded-tile transpose written for any block shape, transpose_padded: a tile of
+// kTileRows rows of `in` by kTile columns, moved by kTile x kThreadRows threads that each load
+// kTileRows / kThreadRows elements (rows ty, ty + kThreadRows, ...) before the barrier. Out's tile
+// is kTile rows by kTileRows columns: thread (tx, ty) writes rows ty, ty + kThreadRows, ... of it
+// and, in a tile taller than kTile, columns tx, tx + kTile, ... of each row, every element a column
+// of the shared tile, read conflict-free as in transpose_tile33.
+template <int kThreadRows, int kTileRows>
+__device__ __forceinline__ void transpose_padded(const float* __restrict__ in,
+                                                 float* __restrict__ out, int rows, int cols) {
+  __shared__ float tile[kTileRows][kTile + 1];
   int c = blockIdx.x * kTile + threadIdx.x;
-  int r = blockIdx.y * kTile + threadIdx.y;
-  for (int j = 0; j < kTile; j += kRows16)
+  int r = blockIdx.y * kTileRows + threadIdx.y;
+  for (int j = 0; j < kTileRows; j += kThreadRows)
     if (r + j < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(r + j) * cols + c];
-  __syncthreads();  // protects: both row groups are in the tile before any column is read
-  int oc = blockIdx.y * kTile + threadIdx.x;
-  int orow = blockIdx.x * kTile + threadIdx.y;
-  for (int j = 0; j < kTile; j += kRows16)
-    if (orow + j < cols && oc < rows)
-      out[(size_t)(orow + j) * rows + oc] = tile[threadIdx.x][threadIdx.y + j];
+  __syncthreads();  // protects: every row group is in the tile before any column is read
+  int oc = blockIdx.y * kTileRows + threadIdx.x;  // column of out = row of in
+  int orow = blockIdx.x * kTile + threadIdx.y;    // row of out = column of in
+  for (int i = 0; i < kTile; i += kThreadRows)  // rows of out's tile: one each for 32x32 threads
+    for (int j = 0; j < kTileRows; j += kTile)  // column groups: one unless the tile is tall
+      if (orow + i < cols && oc + j < rows)
+        out[(size_t)(orow + i) * rows + oc + j] = tile[threadIdx.x + j][threadIdx.y + i];
 }
 
-// A tall tile: 4 x 32 = 128 rows of in by 32 columns, padded, moved by 32x32 threads with four
-// loads each, rows ty, ty+32, ty+64, ty+96. Out's tile is 32 rows by 128 columns; thread
-// (tx, ty) writes row ty of it, columns tx, tx+32, tx+64, tx+96, each a column of the shared tile
-// read conflict-free as in transpose_tile33. 16.5 KB of shared memory per block.
+// 32x16 threads, a 32x32 tile: two elements each.
+extern "C" __global__ void transpose_tile33_x16(const float* __restrict__ in,
+                                                float* __restrict__ out, int rows, int cols) {
+  transpose_padded<kRows16, kTile>(in, out, rows, cols);
+}
+
+// A tall tile: 4 x 32 = 128 rows of in by 32 columns, moved by 32x32 threads with four loads
+// each, rows ty, ty+32, ty+64, ty+96; out's tile is 32 rows by 128 columns, and thread (tx, ty)
+// writes row ty of it, columns tx, tx+32, tx+64, tx+96. 16.5 KB of shared memory per block.
 extern "C" __global__ void transpose_tile33_tall(const float* __restrict__ in,
                                                  float* __restrict__ out, int rows, int cols) {
-  __shared__ float tile[kTallRows][kTile + 1];
-  int c = blockIdx.x * kTile + threadIdx.x;
-  int r = blockIdx.y * kTallRows + threadIdx.y;
-  for (int j = 0; j < kTallRows; j += kTile)
-    if (r + j < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(r + j) * cols + c];
-  __syncthreads();  // protects: all four 32-row groups are in the tile before any column is read
-  int oc = blockIdx.y * kTallRows + threadIdx.x;  // column of out = row of in
-  int orow = blockIdx.x * kTile + threadIdx.y;      // row of out = column of in
-  for (int j = 0; j < kTallRows; j += kTile)
-    if (orow < cols && oc + j < rows)
-      out[(size_t)orow * rows + oc + j] = tile[threadIdx.x + j][threadIdx.y];
+  transpose_padded<kTile, kTallRows>(in, out, rows, cols);
 }
 // [/transpose:block-shapes]
 

@@ -94,19 +94,30 @@ def _output_for(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
-def softmax(x: torch.Tensor, *, num_warps: int | None = None) -> torch.Tensor:
-    """Row softmax of a 2-D tensor by :func:`softmax_row_kernel` (one program per row);
-    ``num_warps`` defaults to :func:`row_num_warps`."""
+def _launch_per_row(kernel, x: torch.Tensor, *, num_warps: int | None = None,
+                    max_block_n: int | None = None) -> torch.Tensor:
+    """``kernel`` on a 2-D ``x``, one program per row; returns its output ``y``.
+
+    ``BLOCK_N`` is the row's width rounded up to a power of two (at most ``max_block_n``, for a
+    kernel that loops over the row in blocks); ``num_warps`` defaults to :func:`row_num_warps`.
+    """
     y = _output_for(x)
     if x.numel() == 0:
         return y
     n_rows, n_cols = x.shape
     block_n = triton.next_power_of_2(n_cols)  # the whole row in one block
+    if max_block_n is not None:  # a kernel that streams the row: blocks of at most max_block_n
+        block_n = min(block_n, max_block_n)
     if num_warps is None:
         num_warps = row_num_warps(block_n, x.element_size())
-    softmax_row_kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols,
-                                  BLOCK_N=block_n, num_warps=num_warps)
+    kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols, BLOCK_N=block_n, num_warps=num_warps)
     return y
+
+
+def softmax(x: torch.Tensor, *, num_warps: int | None = None) -> torch.Tensor:
+    """Row softmax of a 2-D tensor by :func:`softmax_row_kernel` (one program per row, the whole
+    row in one block); ``num_warps`` defaults to :func:`row_num_warps`."""
+    return _launch_per_row(softmax_row_kernel, x, num_warps=num_warps)
 # [/softmax:row-launch]
 
 
@@ -143,16 +154,7 @@ def softmax_online_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols,
 def softmax_online(x: torch.Tensor, *, block_n: int = 4096, num_warps: int | None = None
                    ) -> torch.Tensor:
     """Row softmax by :func:`softmax_online_kernel`: any row width, ``block_n`` columns at a time."""
-    y = _output_for(x)
-    if x.numel() == 0:
-        return y
-    n_rows, n_cols = x.shape
-    block_n = min(block_n, triton.next_power_of_2(n_cols))
-    if num_warps is None:
-        num_warps = row_num_warps(block_n, x.element_size())
-    softmax_online_kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols,
-                                     BLOCK_N=block_n, num_warps=num_warps)
-    return y
+    return _launch_per_row(softmax_online_kernel, x, num_warps=num_warps, max_block_n=block_n)
 
 
 # [softmax:persistent-kernel]
@@ -389,28 +391,18 @@ def row_kernel_device_resources(widths: list[int], dtype: torch.dtype = torch.bf
 
 
 def _main(argv: list[str] | None = None) -> int:
-    import json
-
-    from infralens.tools.cli import OneLineParser, UsageError, positive_int, run_main
-    from infralens.tools.triton_compile import quiet
+    from infralens.tools.cli import OneLineParser, positive_int
+    from infralens.tools.triton_compile import compile_command
 
     parser = OneLineParser(
         prog="python -m infralens.kernels.triton_softmax",
         description="Compile the row-softmax kernel for sm_90 offline and report its resources.")
     parser.add_argument("--block", type=positive_int, action="append", default=[], metavar="BLOCK_N")
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
-
-    def resources(argv: list[str] | None) -> list[dict]:  # compiling fails on a bad size too
-        args = parser.parse_args(argv)
-        if not args.block:
-            raise UsageError("give --block BLOCK_N (a power of two) at least once")
-        for block in args.block:  # every size, before the first compile
-            check_block("BLOCK_N", block)
-        with quiet():
-            return [row_kernel_resources(block, args.dtype) for block in args.block]
-
-    return run_main(parser.prog, argv, resources, lambda rows: print(*map(json.dumps, rows), sep="\n"),
-                    errors=(UsageError, ValueError, RuntimeError))
+    return compile_command(  # compiling fails on a bad size too
+        parser, argv, each="block", wanted="--block BLOCK_N (a power of two)",
+        check=lambda args, block: check_block("BLOCK_N", block),
+        compile_all=lambda args: [row_kernel_resources(block, args.dtype) for block in args.block])
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from infralens.memory.report import Breakdown
 from infralens.models.config import ConfigLike, as_shape
 from infralens.tools.checks import require_positive
 
@@ -163,7 +164,7 @@ SwigluSaves: TypeAlias = Literal["eager", "fused"]
 
 
 @dataclass(frozen=True)
-class LlamaLayerActivations:
+class LlamaLayerActivations(Breakdown):
     """Bytes one Llama-style layer saves for backward, by block (see
     :func:`llama_activation_bytes_per_layer`). ``statistics`` are the per-row terms."""
 
@@ -173,14 +174,14 @@ class LlamaLayerActivations:
     statistics: int
     sbh: int  # s x b x h, the unit of the coefficient
 
-    @property
-    def activations(self) -> int:
-        """The terms that grow with ``s·b`` times a width: attention + MLP + norms."""
-        return self.attention + self.mlp + self.norms
+    LINES = (("attention", "attention"), ("MLP", "mlp"), ("RMSNorms", "norms"),
+             ("per-row statistics (fp32)", "statistics"))
 
     @property
-    def total(self) -> int:
-        return self.activations + self.statistics
+    def activations(self) -> int:
+        """The terms that grow with ``s·b`` times a width: attention + MLP + norms, all but the
+        per-row statistics."""
+        return self.total - self.statistics
 
     @property
     def coefficient(self) -> float:

@@ -6,6 +6,8 @@ H100: registers per thread, shared memory per program, and the PTX itself.
 :func:`launched_resources` reads the same numbers from a kernel a GPU launch compiled.
 :func:`check_block` and :func:`check_options` refuse, in one line and before compiling, what the
 compiler or the GPU would refuse; :func:`quiet` keeps Triton's own warnings out of a command's output.
+:func:`compile_command` is the ``main`` of every command line that compiles kernels offline and
+prints what it found.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ import re
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import triton
 import triton.language as tl
 
-__all__ = ["compile_offline", "launched_resources", "check_block", "check_options", "quiet"]
+__all__ = ["compile_offline", "launched_resources", "check_block", "check_options", "quiet",
+           "compile_command"]
 
 #: The most elements one Triton block may hold.
 MAX_BLOCK_NUMEL: int = tl.TRITON_MAX_TENSOR_NUMEL
@@ -96,3 +100,32 @@ def launched_resources(compiled) -> dict:
     (the object a ``kernel[grid](...)`` call returns), as the installed Triton compiled it."""
     return {"registers": compiled.n_regs, "spills": compiled.n_spills,
             "shared_bytes": compiled.metadata.shared}
+
+
+def compile_command(parser, argv: Sequence[str] | None, *, each: str, wanted: str,
+                    check: Callable[[Any, Any], None], compile_all: Callable[[Any], list[dict]]) -> int:
+    """The ``main`` of a command line that compiles kernels offline, one result per value of a
+    repeatable option, printed as JSON lines (through :func:`infralens.tools.cli.run_main`).
+
+    ``parser`` (a :class:`~infralens.tools.cli.OneLineParser`) has the option whose values land in
+    ``args.<each>``; ``wanted`` names it in the error when none is given (``"--block BLOCK_N"``).
+    ``check(args, value)`` refuses a bad value before the first compile, so one typo costs no
+    compile; then ``compile_all(args)`` runs with Triton's warnings left out (:func:`quiet`). A bad
+    value, or a compile that fails on the reader's input (``ValueError``, ``RuntimeError``), is one
+    line on stderr and exit status 2.
+    """
+    import json
+
+    from infralens.tools.cli import UsageError, run_main
+
+    def results(argv: Sequence[str] | None) -> list[dict]:
+        args = parser.parse_args(argv)
+        if not getattr(args, each):
+            raise UsageError(f"give {wanted} at least once")
+        for value in getattr(args, each):  # every value, before the first compile
+            check(args, value)
+        with quiet():
+            return compile_all(args)
+
+    return run_main(parser.prog, argv, results, lambda rows: print(*map(json.dumps, rows), sep="\n"),
+                    errors=(UsageError, ValueError, RuntimeError))

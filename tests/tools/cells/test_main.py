@@ -49,14 +49,21 @@ def test_list_shows_each_cell_and_its_record(tmp_path, capsys):
     assert out.rstrip().endswith("[cell changed since]")
 
 
-def test_unpack_an_archive_and_refuse_a_bad_one(tmp_path, capsys):
-    source = demo_book(tmp_path)
-    folder = records.write("demo-cell", "labs/demo", "x = 1", PROV, {"v": 7}, "", {}, 0.0, source)
+def demo_archive(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A record of demo-cell packed as ``records.tar.gz``, the way a GPU run sends its records
+    back, and an empty book folder to unpack it into: ``(archive, record folder, target)``."""
+    folder = records.write("demo-cell", "labs/demo", "x = 1", PROV, {"v": 7}, "", {}, 0.0,
+                           demo_book(tmp_path))
     archive = tmp_path / "records.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(folder, arcname=f"demo-cell/{folder.name}")
     target = tmp_path / "target"
     target.mkdir()
+    return archive, folder, target
+
+
+def test_unpack_an_archive_and_refuse_a_bad_one(tmp_path, capsys):
+    archive, folder, target = demo_archive(tmp_path)
     assert main(["--book", str(target), "unpack", str(archive)]) == 0
     assert capsys.readouterr().out == f"unpacked demo-cell/{folder.name}\n"
     assert records.latest("demo-cell", target).results == {"v": 7}
@@ -116,16 +123,10 @@ def test_argument_errors_are_one_line_without_usage(tmp_path, capsys, argv, word
 
 
 def test_unpack_checks_the_whole_archive_first(tmp_path, capsys):
-    source = demo_book(tmp_path)
-    folder = records.write("demo-cell", "labs/demo", "x = 1", PROV, {"v": 7}, "", {}, 0.0, source)
-    archive = tmp_path / "records.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(folder, arcname=f"demo-cell/{folder.name}")
+    archive, _, target = demo_archive(tmp_path)
     whole = archive.read_bytes()
     truncated = tmp_path / "truncated.tar.gz"
     truncated.write_bytes(whole[: len(whole) // 2])
-    target = tmp_path / "target"
-    target.mkdir()
     assert main(["--book", str(target), "unpack", str(truncated)]) == 2
     one_error_line(capsys.readouterr().err, "truncated.tar.gz", "not a readable .tar.gz")
     assert list(target.iterdir()) == []  # nothing extracted, no index
