@@ -449,7 +449,7 @@ def saved_tensors_by_module(model: torch.nn.Module, *args, **kwargs) -> list[dic
     return rows
 
 
-# [memory:cross-entropy-saved]
+# [memory:loss-saved]
 def cross_entropy_saved(rows: int, vocab: int, *, dtype: torch.dtype = torch.bfloat16,
                         autocast: bool = True, as_decomposed: bool = False,
                         seed: int = 0) -> list[dict]:
@@ -488,7 +488,7 @@ def cross_entropy_saved(rows: int, vocab: int, *, dtype: torch.dtype = torch.bfl
             loss = F.cross_entropy(logits, targets)
     loss.backward()  # the saved tensors are usable: the graph is complete
     return saved
-# [/memory:cross-entropy-saved]
+# [/memory:loss-saved]
 
 
 # --- where DDP's gradients live ------------------------------------------------------------------
