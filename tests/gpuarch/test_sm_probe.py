@@ -98,3 +98,19 @@ def test_measurements_need_a_probe_that_answers():
     res = sp.measure_residency(Fake(), 256, 0, sms=10, blocks_per_sm=3)
     assert res["grid"] == 60 and res["sms_seen"] == 10
     assert res["max_resident_min"] == res["max_resident_max"] == 3
+
+
+def test_residency_check_compares_the_calculator_with_what_was_seen():
+    # A fake GPU that holds exactly what the calculator allows: the check must report agreement,
+    # and the calculator's answers must follow the block size and the shared memory.
+    from infralens.gpuarch.occupancy import occupancy
+
+    class Fake:
+        def resident(self, grid, threads, dyn, spin_ns):
+            per_sm = occupancy(sp.resident_kernel(threads, dyn)).blocks_per_sm
+            return [(i % 4, (i // (4 * per_sm)) * 10, (i // (4 * per_sm)) * 10 + 10) for i in range(grid)]
+
+    rows = sp.check_residency(Fake(), ((1024, 0), (32, 0), (256, 100 * 1024)), sms=4)
+    assert [r["calc_blocks"] for r in rows] == [2, 32, 2]   # warp slots, block slots, shared memory
+    assert [r["limiters"] for r in rows] == [["warps"], ["blocks"], ["shared memory"]]
+    assert all(r["max_resident_min"] == r["max_resident_max"] == r["calc_blocks"] for r in rows)

@@ -124,7 +124,6 @@ def sm_clock_under_load(m: int = DEFAULT_N, *, device: str = "cuda", seconds: fl
     return reading
 
 
-# [gpuarch:telemetry]
 #: A function that returns one reading ({"sm_clock_mhz", "power_w", ...}) or None.
 Reader = Callable[[], "dict | None"]
 
@@ -230,6 +229,7 @@ def measure_with_telemetry(fn: Callable[[], object], flops: float, *, repeats: i
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
     runs = []
+    # [gpuarch:telemetry-loop]
     with Sampler(read, interval_s) as sampler:
         for _ in range(repeats):
             t0 = time.perf_counter()
@@ -240,8 +240,9 @@ def measure_with_telemetry(fn: Callable[[], object], flops: float, *, repeats: i
                          "sm_clock_mhz": _summary([r["sm_clock_mhz"] for r in during]),
                          "power_w": _summary([r["power_w"] for r in during])})
         every = sampler.between(float("-inf"), float("inf"))
+    # [/gpuarch:telemetry-loop]
     rates = [r["flops_per_s"] for r in runs]
-    return {"runs": runs, "flops_per_s": _summary(rates),
+    return {"runs": runs, "interval_s": interval_s, "flops_per_s": _summary(rates),
             "spread": (max(rates) - min(rates)) / statistics.median(rates),
             "sm_clock_mhz": _summary([r["sm_clock_mhz"] for r in every]),
             "power_w": _summary([r["power_w"] for r in every])}
@@ -262,7 +263,6 @@ def matmul_with_telemetry(n: int = DEFAULT_N, *, repeats: int = 5, device: str =
                                  read=read if read is not None else default_reader(device),
                                  interval_s=interval_s, device=device, rep_ms=rep_ms)
     return {"n": n, "dtype": dtype, "device": str(device), **out}
-# [/gpuarch:telemetry]
 
 
 # [gpuarch:ceilings]

@@ -24,10 +24,12 @@ from pathlib import Path
 
 from infralens.tools import nvcc as nvcc_tools
 
+from .occupancy import Kernel, occupancy
 from .occupancy_probe import INT, LONGLONG, STRING, ProbeError, ProbeLibrary, build_probe
 
 __all__ = ["SOURCE", "SMProbe", "build", "max_concurrent", "measure_ffma_issue",
-           "measure_residency", "convergence_barriers", "parse_convergence_ops", "ProbeError"]
+           "measure_residency", "RESIDENCY_CASES", "resident_kernel", "check_residency",
+           "convergence_barriers", "parse_convergence_ops", "ProbeError"]
 
 SOURCE = Path(__file__).with_name("sm_probe.cu")
 
@@ -96,6 +98,37 @@ def measure_residency(probe: SMProbe, threads: int, dynamic_smem: int = 0, *, sm
     counts = sorted(peak.values())
     return {"threads": threads, "dynamic_smem": dynamic_smem, "grid": grid, "sms_seen": len(peak),
             "max_resident_min": counts[0], "max_resident_max": counts[-1]}
+
+
+#: (threads per block, dynamic shared memory in bytes) of the residency check: block sizes that
+#: the warp slots or the block slots limit, then shared-memory sizes that the SM's shared memory
+#: limits.
+RESIDENCY_CASES = ((1024, 0), (512, 0), (256, 0), (128, 0), (64, 0), (32, 0),
+                   (256, 48 * 1024), (256, 64 * 1024), (256, 100 * 1024), (128, 200 * 1024))
+
+
+def resident_kernel(threads: int, dynamic_smem: int, arch: str = "sm_90") -> Kernel:
+    """``sm_resident`` as the calculator sees it: its registers, static shared memory and
+    barriers from ptxas's report for ``arch``, and the launch's block size and shared memory
+    (``sm_probe_resident`` raises the kernel's dynamic-shared-memory limit to what it asks)."""
+    (res,) = [r for r in build_probe(SOURCE, arch).resources_for(arch) if r.kernel == "sm_resident"]
+    return Kernel(threads, res.registers, res.shared_bytes, dynamic_smem,
+                  max_dynamic_smem_bytes=dynamic_smem or None, barriers=max(1, res.barriers),
+                  name="sm_resident")
+
+
+def check_residency(probe: SMProbe, cases: Sequence[tuple[int, int]] = RESIDENCY_CASES, *,
+                    cc: tuple[int, int] = (9, 0), sms: int, spin_ns: int = 200_000) -> list[dict]:
+    """For each case, the calculator's resident blocks per SM (:func:`occupancy`, for compute
+    capability ``cc``) and the most blocks :func:`measure_residency` saw together on one SM."""
+    rows = []
+    for threads, dyn in cases:
+        calc = occupancy(resident_kernel(threads, dyn, f"sm_{cc[0]}{cc[1]}"), cc)
+        seen = measure_residency(probe, threads, dyn, sms=sms, blocks_per_sm=calc.blocks_per_sm,
+                                 spin_ns=spin_ns)
+        rows.append({**seen, "calc_blocks": calc.blocks_per_sm, "limiters": list(calc.limiters),
+                     "registers": calc.kernel.registers_per_thread})
+    return rows
 
 
 def measure_ffma_issue(probe: SMProbe, warps: Sequence[int] = (1, 2, 4, 8, 16, 32), *,

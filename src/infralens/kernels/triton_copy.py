@@ -1,7 +1,8 @@
 """The smallest useful Triton kernel: a masked 1-D copy, and a bandwidth measurement.
 
 Each program instance copies one block of ``BLOCK_SIZE`` elements; the mask turns off the
-lanes past the end, so any length works. In the CPU build (``TRITON_INTERPRET=1``, which must
+lanes past the end, so any length works. :func:`repeat_read_kernel` reads a buffer over and
+over from L2 (``.cg`` loads skip L1), for :mod:`infralens.gpuarch.cache_sweep`. In the CPU build (``TRITON_INTERPRET=1``, which must
 be set before ``triton`` is imported) the same kernel runs in Triton's interpreter on CPU
 tensors.
 """
@@ -76,3 +77,23 @@ def measure_copy_bandwidth(
     out["triton_matches"] = bool(torch.equal(x, y))
     return out
 # [/copy:bandwidth]
+
+
+# [copy:repeat-read]
+@triton.jit
+def repeat_read_kernel(x_ptr, out_ptr, n_blocks, reads_per_program, BLOCK_SIZE: tl.constexpr):
+    """Each program reads ``reads_per_program`` blocks of ``x`` and writes the sum of what it read.
+
+    Read i of program p is block (p + i * programs) mod ``n_blocks``: at every step the programs
+    together read consecutive blocks, and the reads wrap around the buffer as often as the count
+    asks. The loads are ``.cg`` (cache in L2 only), so a buffer that fits in L2 is served by L2
+    and never by an SM's L1."""
+    pid = tl.program_id(axis=0)
+    programs = tl.num_programs(axis=0)
+    acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    for i in range(reads_per_program):
+        block = (pid + i * programs) % n_blocks
+        offsets = block.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        acc += tl.load(x_ptr + offsets, cache_modifier=".cg")
+    tl.store(out_ptr + pid, tl.sum(acc, axis=0))  # one float per program keeps the loads live
+# [/copy:repeat-read]
