@@ -2,9 +2,9 @@
 
 Each program instance copies one block of ``BLOCK_SIZE`` elements; the mask turns off the
 lanes past the end, so any length works. :func:`repeat_read_kernel` reads a buffer over and
-over from L2 (``.cg`` loads skip L1), for :mod:`infralens.gpuarch.cache_sweep`. In the CPU build (``TRITON_INTERPRET=1``, which must
-be set before ``triton`` is imported) the same kernel runs in Triton's interpreter on CPU
-tensors.
+over from L2 (``.cg`` loads skip L1), for :mod:`infralens.gpuarch.cache_sweep`. In the CPU
+build (``TRITON_INTERPRET=1``, which must be set before ``triton`` is imported) the same kernels
+run in Triton's interpreter on CPU tensors.
 """
 
 from __future__ import annotations
