@@ -12,6 +12,7 @@ from infralens.gpuarch import sm_probe as sp
 from infralens.tools import nvcc as nvcc_tools
 
 needs_nvcc = pytest.mark.skipif(nvcc_tools.find_nvcc() is None, reason="needs nvcc")
+needs_cuobjdump = pytest.mark.skipif(shutil.which("cuobjdump") is None, reason="needs cuobjdump")
 
 
 def _brute_force(blocks):
@@ -75,7 +76,7 @@ def test_probe_builds_and_reports_cuda_errors_without_a_gpu(tmp_path, monkeypatc
 
 
 @needs_nvcc
-@pytest.mark.skipif(shutil.which("cuobjdump") is None, reason="needs cuobjdump")
+@needs_cuobjdump
 def test_the_compiler_brackets_the_branch_with_a_convergence_barrier():
     ops = sp.convergence_barriers("sm_90")
     assert ops is not None and "BSSY B0" in ops and "BSYNC B0" in ops
@@ -114,3 +115,30 @@ def test_residency_check_compares_the_calculator_with_what_was_seen():
     assert [r["calc_blocks"] for r in rows] == [2, 32, 2]   # warp slots, block slots, shared memory
     assert [r["limiters"] for r in rows] == [["warps"], ["blocks"], ["shared memory"]]
     assert all(r["max_resident_min"] == r["max_resident_max"] == r["calc_blocks"] for r in rows)
+
+
+def test_loop_bodies_follow_backward_branches_only():
+    sass = """
+        Function : sm_ffma_chain
+        /*0100*/                   MOV R2, R3 ;
+        /*0110*/                   FFMA R0, R0, R4, R5 ;
+        /*0120*/                   FFMA R0, R0, R4, R5 ;
+        /*0130*/                   IADD3 R2, R2, -0x2, RZ ;
+        /*0140*/                   ISETP.NE.AND P0, PT, R2, RZ, PT ;
+        /*0150*/              @P0 BRA 0x110 ;
+        /*0160*/              @!P1 BRA 0x190 ;
+        /*0170*/                   FFMA R0, R0, R4, R5 ;
+        /*0180*/                   EXIT ;
+        /*0190*/                   BRA 0x190;
+    """
+    loops = sp.loop_bodies(sass, "sm_ffma_chain")
+    assert loops == [["FFMA", "FFMA", "IADD3", "ISETP.NE.AND", "BRA"], ["BRA"]]  # the last: a trap
+    with pytest.raises(ValueError):
+        sp.loop_bodies(sass, "missing")
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_the_chain_loop_is_unrolled_sixteen_times():
+    mix = sp.ffma_loop_mix("sm_90")
+    assert mix is not None and mix["ffma"] == 16 and mix["instructions"] > 16

@@ -41,9 +41,11 @@ DEFAULT_SIZES_MIB = (2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 96, 128, 2
 DEFAULT_TOTAL_MIB = 4096
 #: Programs per SM, and warps per program: 8 x 4 = 32 warps on each SM.
 PROGRAMS_PER_SM, NUM_WARPS = 8, 4
-#: Bytes from DRAM, sectors the L2 served to the SMs' L1/TEX units, and the hit rate of those reads.
+#: Bytes from DRAM, sectors the L2 served to the SMs' L1/TEX units, the hit rate of those reads,
+#: and sectors that crossed between the two halves of the L2 (the "LTC fabric").
 NCU_READ_METRICS = ("dram__bytes_read.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
-                    "lts__t_sector_op_read_hit_rate.pct", "gpu__time_duration.sum")
+                    "lts__t_sector_op_read_hit_rate.pct", "lts__t_sectors_srcunit_ltcfabric.sum",
+                    "gpu__time_duration.sum")
 #: Bytes per L2 sector.
 SECTOR_BYTES = 32
 

@@ -29,7 +29,8 @@ from .occupancy_probe import INT, LONGLONG, STRING, ProbeError, ProbeLibrary, bu
 
 __all__ = ["SOURCE", "SMProbe", "build", "max_concurrent", "measure_ffma_issue",
            "measure_residency", "RESIDENCY_CASES", "resident_kernel", "check_residency",
-           "convergence_barriers", "parse_convergence_ops", "ProbeError"]
+           "convergence_barriers", "parse_convergence_ops", "loop_bodies", "ffma_loop_mix",
+           "ProbeError"]
 
 SOURCE = Path(__file__).with_name("sm_probe.cu")
 
@@ -164,3 +165,34 @@ def convergence_barriers(arch: str = "sm_90") -> list[str] | None:
     cuobjdump (with nvdisasm) is not installed."""
     out = nvcc_tools.sass(build(arch), arch)
     return None if out is None else parse_convergence_ops(out, "sm_divergent")
+
+
+# [gpuarch:loop-mix]
+_SASS_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+
+
+def loop_bodies(sass: str, kernel: str) -> list[list[str]]:
+    """The opcodes of every loop in one kernel of ``cuobjdump -sass`` text: for each backward
+    branch (``BRA 0x...`` to an address at or before its own), the instructions from the target
+    to the branch, in program order."""
+    match = re.search(rf"Function : {re.escape(kernel)}\n(.*?)(?=\n\s*Function :|\Z)", sass, re.S)
+    if not match:
+        raise ValueError(f"no function {kernel} in this SASS")
+    code = [(int(addr, 16), op, args) for addr, op, args in _SASS_INSTRUCTION.findall(match.group(1))]
+    loops = []
+    for addr, op, args in code:
+        target = re.search(r"0x([0-9a-f]+)", args) if op.startswith("BRA") else None
+        if target and int(target.group(1), 16) <= addr:
+            loops.append([o for a, o, _ in code if int(target.group(1), 16) <= a <= addr])
+    return loops
+# [/gpuarch:loop-mix]
+
+
+def ffma_loop_mix(arch: str = "sm_90") -> dict | None:
+    """The unrolled loop of ``sm_ffma_chain`` (the loop with the most FFMAs): its FFMAs and all
+    its instructions. None where cuobjdump is not installed."""
+    out = nvcc_tools.sass(build(arch), arch)
+    if out is None:
+        return None
+    body = max(loop_bodies(out, "sm_ffma_chain"), key=lambda ops: ops.count("FFMA"))
+    return {"ffma": body.count("FFMA"), "instructions": len(body), "ops": body}
