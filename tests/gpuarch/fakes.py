@@ -60,3 +60,26 @@ class FakeProbe:
     def chase(self, mode, nbytes, stride, steps, seed=1):
         ns = {2: 20.0, 0: 25.0}.get(mode, 150.0 if nbytes < 64 * 2**20 else 600.0)
         return {"cycles": ns * 1.755, "ns": ns}
+
+
+class FakeSMProbe:
+    """A stand-in for the compiled SM probe: FMA chains of 4.5 cycles per dependent FMA (the
+    loop included) and one instruction per clock per scheduler, and spinning blocks that an SM
+    holds exactly as the calculator allows (so a residency check against it must report
+    agreement)."""
+
+    def __init__(self, sms: int = 132):
+        self.sms = sms
+
+    def ffma_cycles(self, threads, steps):
+        # 16 FFMAs and 3 other instructions per loop iteration, 72 cycles per iteration alone.
+        warps = -(-threads // 32)
+        per_scheduler = -(-warps // 4)
+        return round(steps / 16 * max(72, 19 * per_scheduler))
+
+    def resident(self, grid, threads, dyn, spin_ns):
+        from infralens.gpuarch import sm_probe as sp
+
+        per_sm = occupancy(sp.resident_kernel(threads, dyn)).blocks_per_sm
+        waves = [i // (self.sms * per_sm) for i in range(grid)]
+        return [(i % self.sms, w * spin_ns, (w + 1) * spin_ns) for i, w in enumerate(waves)]

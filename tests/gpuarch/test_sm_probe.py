@@ -10,6 +10,7 @@ import pytest
 
 from infralens.gpuarch import sm_probe as sp
 from infralens.tools import nvcc as nvcc_tools
+from tests.gpuarch.fakes import FakeSMProbe
 
 needs_nvcc = pytest.mark.skipif(nvcc_tools.find_nvcc() is None, reason="needs nvcc")
 needs_cuobjdump = pytest.mark.skipif(shutil.which("cuobjdump") is None, reason="needs cuobjdump")
@@ -104,14 +105,7 @@ def test_measurements_need_a_probe_that_answers():
 def test_residency_check_compares_the_calculator_with_what_was_seen():
     # A fake GPU that holds exactly what the calculator allows: the check must report agreement,
     # and the calculator's answers must follow the block size and the shared memory.
-    from infralens.gpuarch.occupancy import occupancy
-
-    class Fake:
-        def resident(self, grid, threads, dyn, spin_ns):
-            per_sm = occupancy(sp.resident_kernel(threads, dyn)).blocks_per_sm
-            return [(i % 4, (i // (4 * per_sm)) * 10, (i // (4 * per_sm)) * 10 + 10) for i in range(grid)]
-
-    rows = sp.check_residency(Fake(), ((1024, 0), (32, 0), (256, 100 * 1024)), sms=4)
+    rows = sp.check_residency(FakeSMProbe(sms=4), ((1024, 0), (32, 0), (256, 100 * 1024)), sms=4)
     assert [r["calc_blocks"] for r in rows] == [2, 32, 2]   # warp slots, block slots, shared memory
     assert [r["limiters"] for r in rows] == [["warps"], ["blocks"], ["shared memory"]]
     assert all(r["max_resident_min"] == r["max_resident_max"] == r["calc_blocks"] for r in rows)

@@ -13,15 +13,17 @@ import functools
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import matplotlib
 import pytest
 
-from infralens.gpuarch import ceilings
+from infralens.gpuarch import cache_sweep, ceilings, sm_probe
 from infralens.gpuarch import occupancy_probe as op
+from infralens.gpuarch.occupancy import Kernel
 from infralens.tools.cells import parse, records, runner
 from infralens.tools.glue import MissingRecord
-from tests.gpuarch.fakes import FakeProbe
+from tests.gpuarch.fakes import FakeProbe, FakeSMProbe
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[3]
@@ -49,6 +51,69 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(op.Probe, "for_this_gpu", classmethod(lambda cls: FakeProbe()))
     if shutil.which("nvcc") is None:
         monkeypatch.setattr(op, "ptxas_report", lambda arch: {k: {"barriers": 1} for k in FakeProbe.kernels})
+    # The probes added to chapter 1: clock telemetry, residency, FMA issue and the L2 sweep.
+    monkeypatch.setattr(ceilings, "matmul_with_telemetry", _fake_telemetry)
+    monkeypatch.setattr(ceilings, "smi_reader", lambda *a: (lambda: dict(CLOCKS)))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda *a: SimpleNamespace(
+        multi_processor_count=132, L2_cache_size=50 * 2**20))
+    monkeypatch.setattr(sm_probe.SMProbe, "for_this_gpu", classmethod(lambda cls: FakeSMProbe(132)))
+    monkeypatch.setattr(sm_probe, "ffma_loop_mix", lambda arch: {
+        "ffma": 16, "instructions": 19, "ops": ["FFMA"] * 16 + ["IADD3", "ISETP.NE.AND", "BRA"]})
+    if shutil.which("nvcc") is None:
+        monkeypatch.setattr(sm_probe, "resident_kernel", lambda threads, dyn, arch="sm_90": Kernel(
+            threads, 16, 0, dyn, max_dynamic_smem_bytes=dyn or None))
+    monkeypatch.setattr(cache_sweep, "sweep", _fake_l2_sweep)
+    monkeypatch.setattr(cache_sweep, "profile_reads", _fake_l2_counters)
+
+
+L2_BYTES, HBM_RATE, L2_RATE = 50 * 2**20, 3.1e12, 7.7e12
+
+
+def _fake_telemetry(n=ceilings.DEFAULT_N, repeats=5, **k):
+    """A model GPU warming up: the power rises to its limit and the clock falls, then holds
+    (measure_with_telemetry itself is tested in tests/gpuarch/test_ceilings.py)."""
+    clocks, watts = [1980, 1530, 1500] + [1410] * (repeats - 3), [100, 400, 600] + [700] * (repeats - 3)
+    rate = {1980: 760e12, 1530: 690e12, 1500: 680e12, 1410: 700e12}
+
+    def summary(v):
+        return {"min": v, "median": v, "max": v, "n": 4}
+    runs = [{"ms": 1.0, "flops_per_s": rate[c], "sm_clock_mhz": summary(float(c)),
+             "power_w": summary(float(w))} for c, w in zip(clocks, watts, strict=True)]
+    rates = [r["flops_per_s"] for r in runs]
+    return {"n": n, "dtype": "bfloat16", "device": "cuda", "runs": runs, "interval_s": 0.05,
+            "flops_per_s": summary(rates[-1]), "spread": (max(rates) - min(rates)) / rates[-1],
+            "sm_clock_mhz": summary(1410.0), "power_w": summary(700.0)}
+
+
+def _fake_l2_run(mib: int) -> dict:
+    """One working set on a model GPU: L2 rate while the buffer fits, HBM rate beyond."""
+    plan = cache_sweep.plan(mib << 20, cache_sweep.DEFAULT_TOTAL_MIB << 20, 8 * 132)
+    rate = L2_RATE if mib << 20 <= L2_BYTES * 1.3 else HBM_RATE
+    ms = plan["bytes_read"] / rate * 1e3
+    return {**plan, "ms": ms, "bytes_per_s": rate}
+
+
+def _fake_l2_sweep(sizes_mib=cache_sweep.DEFAULT_SIZES_MIB, *a, **k):
+    return [_fake_l2_run(m) for m in sizes_mib]
+
+
+def _fake_l2_counters(sizes_mib, *a, **k):
+    runs = {}
+    for mib in sizes_mib:
+        run = _fake_l2_run(mib)
+        fits = mib << 20 <= L2_BYTES * 1.3
+        dram = run["working_set_bytes"] if fits else run["bytes_read"]
+        l2_read = run["bytes_read"] * (0.5 if mib < 4 else 1.0)   # small buffers: reads merged
+        counters = {"dram__bytes_read.sum": dram, "lts__t_sectors_srcunit_tex_op_read.sum": l2_read / 32,
+                    "lts__t_sector_op_read_hit_rate.pct": 99.0 if fits else 0.0,
+                    "lts__t_sectors_srcunit_ltcfabric.sum": (run["working_set_bytes"] if fits
+                                                             else l2_read / 2) / 32}
+        if mib == 64:  # beyond the L2, but much of it kept from pass to pass
+            counters["dram__bytes_read.sum"] = dram = 0.4 * run["bytes_read"]
+        runs[str(mib)] = {"working_set_bytes": mib << 20, "counters": counters,
+                          "l2_read_bytes": l2_read, "dram_read_bytes": dram}
+    return {"runs": runs, "ncu_version": "fake", "missing": []}
 
 
 def _cpu_cells(text: str):
@@ -58,9 +123,12 @@ def _cpu_cells(text: str):
 def test_gpu_cells_record_and_the_prose_reads_the_records(tmp_path, monkeypatch, fake_gpu):
     book = tmp_path / "book"
     gpu = [c for c in parse.gpu_cells(BOOK) if c.page == PAGE]
-    assert {c.record for c in gpu} == {"ch01-roofline", "ch01-occupancy-check", "ch01-latency"}
+    assert {c.record for c in gpu} == {"ch01-roofline", "ch01-clock-telemetry", "ch01-occupancy-check",
+                                       "ch01-residency", "ch01-latency", "ch01-ffma-issue",
+                                       "ch01-l2-bandwidth"}
     written, failures = runner.run_cells(gpu, book)
-    assert not failures and len(written) == 3
+    assert not failures, failures
+    assert len(written) == len(gpu)
     roof = records.latest("ch01-roofline", book)
     assert roof.figures and roof.results["datasheet"]["gpu"] == "h100"
     occ = records.latest("ch01-occupancy-check", book)
