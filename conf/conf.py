@@ -59,7 +59,13 @@ html_theme = "sphinx_book_theme"
 html_title = "InfraLens"
 html_static_path = ["_static"]
 html_css_files = ["infralens.css"]
-html_js_files = ["cite.js", "sidebars.js"]
+html_js_files = ["cite.js", "sidebars.js", "search_snippets.js"]
+# One search box: the header's button (also Ctrl+K), at every width; the theme's default sidebar
+# adds a second field above the navigation.
+html_sidebars = {"**": ["navbar-logo.html", "sbt-sidebar-nav.html"]}
+# No domain index pages: the only one would be sphinx-proof's, which lists bare labels; the
+# statements are reached from their chapters.
+html_domain_indices = False
 # MathJax from the book itself (infralens_book.offline_math copies it), typeset lazily: a long
 # page typesets the math near the screen first.
 mathjax_path = "mathjax/tex-chtml.js"

@@ -175,3 +175,26 @@ def test_sidebar_buttons_open_the_navigation_on_a_phone(phone, toggle, dialog):
     assert page.locator(f"{dialog} a").count() > 5
     page.keyboard.press("Escape")
     page.wait_for_selector(f"{dialog}:not([open])", state="attached")
+
+
+def test_one_search_box_and_snippets_without_the_page_chrome(desktop):
+    page = desktop.open("index.html")
+    visible = page.locator(".search-button__button:visible, input[type=search]:visible")
+    assert visible.count() == 1, "search fields a reader sees"
+    page = desktop.open("search.html?q=occupancy")
+    page.wait_for_function("() => document.querySelectorAll('#search-results li p.context').length >= 3",
+                           timeout=60_000)
+    # The text Sphinx cuts snippets from, for a long page: none of the "On this page" contents,
+    # the cite buttons or the code-cell toggles may be in it.
+    found = page.evaluate("""async () => {
+        const html = await (await fetch("handbook/ch01-gpu-architecture.html")).text();
+        const text = Search.htmlToText(html).replace(/\\s+/g, " ");
+        const doc = new DOMParser().parseFromString(html, "text/html");
+        const toc = doc.querySelector(".bd-sidebar-secondary").textContent.replace(/\\s+/g, " ").trim();
+        return {length: text.length, toc: text.includes(toc.slice(0, 300)),
+                cites: (text.match(/cite(?=[A-Z])/g) || []).length,
+                toggles: text.includes("Show code cell source")};
+    }""")
+    assert found["length"] > 10_000, found
+    assert found == {"length": found["length"], "toc": False, "cites": 0, "toggles": False}, found
+    assert desktop.errors == [] and desktop.outside == []

@@ -235,8 +235,10 @@ def write_stable_urls(app: Sphinx, exception: Exception | None) -> None:
         return
     labels = app.env.domaindata["std"]["labels"]
     registry = load_registry(Path(app.config.infralens_anchor_registry))
-    # label -> (doc, id, title): labelled sections, then glossary terms under their ids.
-    places = {label: place for label, place in labels.items() if place[2] and label not in NO_PAGE}
+    # label -> (doc, id, title): labelled sections of pages this build writes (not the labels a
+    # domain registers for an index page the build leaves out), then glossary terms under their ids.
+    places = {label: place for label, place in labels.items()
+              if place[2] and label not in NO_PAGE and place[0] in app.env.all_docs}
     for (kind, name), (doc, termid) in app.env.domaindata["std"]["objects"].items():
         if kind == "term":
             places[termid] = (doc, termid, name)

@@ -109,7 +109,7 @@ def profile(command: Sequence[str], metrics: Iterable[str], *, kernel_regex: str
 # [ncu:source]
 #: Per-instruction shared-memory columns of Nsight Compute's Source page (the SourceCounters
 #: section): wavefronts each instruction took, the wavefronts its addresses require ("Ideal"),
-#: the difference ("Excessive") and the worst bank-conflict degree seen ("N-Way").
+#: the difference ("Excessive") and the average N-way conflict per executed instruction ("N-Way").
 SOURCE_SHARED_COLUMNS = ("Instructions Executed", "L1 Wavefronts Shared", "L1 Wavefronts Shared Ideal",
                          "L1 Wavefronts Shared Excessive", "L1 Conflicts Shared N-Way")
 
