@@ -141,9 +141,10 @@ FACTS: Mapping[str, Spec] = MappingProxyType({
     # Dependent-issue latency: cycles from issuing an FP32 FMA to issuing one that uses its result.
     "ffma_dependent_latency_cycles": Spec(
         4, "cycles", "jia2018dissecting",
-        "Measured with chains of dependent FFMA instructions on Volta (V100). NVIDIA publishes no "
-        "figure, and no measurement on Hopper is cited here: for the H100 this is an "
-        "estimate until the lent GPU measures it.",
+        "Measured with chains of dependent FFMA instructions on Volta (V100); the CUDA guide gives "
+        "'typically 4 clock cycles' for most arithmetic instructions on compute capability 7.x "
+        "and no figure for 9.0. For the H100 it is an estimate; Chapter 1's FFMA probe bounds it "
+        "from above on the lent GPU.",
         uncertain=True),
     # wgmma.mma_async (Hopper): M is 64 for every type; K depends on the input type, so that
     # every instruction reads 32 bytes of K per row of A and per column of B.

@@ -74,8 +74,9 @@ NOT_IN_LEDGER: tuple[tuple[str, str], ...] = (
     (
         "autocast weight copies",
         "under autocast, each matmul's bf16 copy of its weight is saved by autograd from the "
-        "forward until that layer's backward: about 2 bytes per matmul weight, unless the "
-        "layer is checkpointed",
+        "forward until that layer's backward (about 2 bytes per matmul weight), and autocast's "
+        "cast cache holds every copy until the autocast region ends, checkpointed layers "
+        "included",
     ),
     (
         "temporary buffers",
