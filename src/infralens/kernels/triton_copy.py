@@ -2,7 +2,7 @@
 
 Each program instance copies one block of ``BLOCK_SIZE`` elements; the mask turns off the
 lanes past the end, so any length works. :func:`repeat_read_kernel` reads a buffer over and
-over from L2 (``.cg`` loads skip L1), for :mod:`infralens.gpuarch.cache_sweep`. In the CPU
+over from L2 (``.cg`` loads ask to be cached in L2 only), for :mod:`infralens.gpuarch.cache_sweep`. In the CPU
 build (``TRITON_INTERPRET=1``, which must be set before ``triton`` is imported) the same kernels
 run in Triton's interpreter on CPU tensors.
 """
@@ -86,8 +86,8 @@ def repeat_read_kernel(x_ptr, out_ptr, n_blocks, reads_per_program, BLOCK_SIZE: 
 
     Read i of program p is block (p + i * programs) mod ``n_blocks``: at every step the programs
     together read consecutive blocks, and the reads wrap around the buffer as often as the count
-    asks. The loads are ``.cg`` (cache in L2 only), so a buffer that fits in L2 is served by L2
-    and never by an SM's L1."""
+    asks. The loads are ``.cg``, which asks for caching in L2 only, so a buffer that fits in L2
+    is read from L2 rather than from an SM's L1."""
     pid = tl.program_id(axis=0)
     programs = tl.num_programs(axis=0)
     acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
