@@ -9,6 +9,10 @@ The policy, stated once:
   slow function gets enough time for at least ``min_reps`` timed calls.
 * The result is the median of the timed calls, with the 20th and 80th percentiles as spread.
 * CPU (for the tests, which cannot time a GPU): the wall clock of repeated calls, same median.
+* ``device="host"``: the same wall clock, for a function that waits for its own GPU work
+  (``block_until_ready()`` in JAX, ``torch.cuda.synchronize()``). JAX launches on its own CUDA
+  stream, which events recorded on PyTorch's stream do not bracket; the host clock includes the
+  launch overhead, and the L2 is not flushed between calls.
 
 Callers that take a timer as an argument (sweeps the tests run with a fake clock) get one from
 :func:`cuda_timer`.
@@ -67,7 +71,7 @@ def bench(fn: Callable[[], object], *, device: str = "cuda", min_reps: int = 10,
     """Time ``fn`` by the policy above: ``{"ms", "ms_q20", "ms_q80", "reps"}`` (milliseconds)."""
     if min_reps < 1 or rep_ms <= 0 or warmup_ms < 0:
         raise ValueError("min_reps must be >= 1, rep_ms > 0 and warmup_ms >= 0")
-    if str(device).startswith("cuda"):
+    if str(device).startswith("cuda"):  # "host" and "cpu": the wall clock below
         times = _cuda_times(fn, min_reps, rep_ms, warmup_ms)
     else:
         times = _cpu_times(fn, min_reps, rep_ms)
