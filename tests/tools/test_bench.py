@@ -61,3 +61,27 @@ def test_cuda_timer_passes_its_budget_to_bench_ms(monkeypatch):
     timer = tb.cuda_timer(warmup_ms=5, rep_ms=40)
     assert timer(lambda: None) == 1.5
     assert seen == [{"warmup_ms": 5, "rep_ms": 40}]  # the default device, cuda
+
+
+def test_bench_host_divides_a_sample_of_launches_and_one_wait():
+    launches, waits = [], []
+
+    def launch():
+        launches.append(1)
+        time.sleep(0.001)
+        return len(launches)
+
+    def wait(last):
+        waits.append(last)
+        time.sleep(0.004)  # one wait per sample, however many launches it follows
+
+    res = tb.bench_host(launch, wait, per_sample=4, rep_ms=60)
+    assert res["per_sample"] == 4 and set(res) == {"ms", "ms_q20", "ms_q80", "reps", "per_sample"}
+    assert 2.0 <= res["ms"] < 3.5, res  # (4 x 1 ms + 4 ms) / 4, plus a little under load
+    assert len(launches) == 4 * (res["reps"] + 1) and len(waits) == res["reps"] + 1
+    assert waits[0] == 4  # the wait gets the last launch's result
+
+
+def test_bench_host_refuses_an_empty_sample():
+    with pytest.raises(ValueError):
+        tb.bench_host(lambda: None, lambda _: None, per_sample=0)

@@ -56,9 +56,9 @@ def compare_rmsnorm(rows: int = 16384, d: int = 4096, dtype: str = "bfloat16",
 
     Returns the largest difference between the two (in units of the output's bf16 spacing at its
     largest value) and, for each, milliseconds and bytes per second counting one read of ``x`` and
-    ``w`` and one write of the output. Timing as in :func:`infralens.xla.mlp.compare_frameworks`.
+    ``w`` and one write of the output. Timing: :func:`infralens.tools.bench.bench_host`.
     """
-    from infralens.tools.bench import bench
+    from infralens.tools.bench import bench_host
 
     key_x, key_w = jax.random.split(jax.random.key(seed))
     jdtype = getattr(jnp, dtype)
@@ -76,7 +76,7 @@ def compare_rmsnorm(rows: int = 16384, d: int = 4096, dtype: str = "bfloat16",
                "bytes": nbytes, "jax": jax.__version__}
     for name, fn in (("pallas", lambda: pallas(x, w)), ("jnp reference", lambda: reference(x, w)),
                      ("copy", lambda: copy(x))):
-        t = bench(lambda fn=fn: fn().block_until_ready(), device="host")
+        t = bench_host(fn, jax.block_until_ready)
         moved = 2 * x.size * x.dtype.itemsize if name == "copy" else nbytes
         t["bytes_per_s"] = moved / (t["ms"] / 1e3)
         results[name] = t

@@ -9,10 +9,12 @@ The policy, stated once:
   slow function gets enough time for at least ``min_reps`` timed calls.
 * The result is the median of the timed calls, with the 20th and 80th percentiles as spread.
 * CPU (for the tests, which cannot time a GPU): the wall clock of repeated calls, same median.
-* ``device="host"``: the same wall clock, for a function that waits for its own GPU work
-  (``block_until_ready()`` in JAX, ``torch.cuda.synchronize()``). JAX launches on its own CUDA
-  stream, which events recorded on PyTorch's stream do not bracket; the host clock includes the
-  launch overhead, and the L2 is not flushed between calls.
+* ``device="host"``: the same wall clock, for a function that waits for its own GPU work.
+  :func:`bench_host` builds one: ``per_sample`` launches back to back, then one wait
+  (``jax.block_until_ready``, ``torch.cuda.synchronize``), divided by ``per_sample``, so the
+  host's launch and wait latency overlaps the GPU's work instead of adding to it. JAX launches on
+  its own CUDA stream, which events recorded on PyTorch's stream do not bracket; the L2 is not
+  flushed between launches.
 
 Callers that take a timer as an argument (sweeps the tests run with a fake clock) get one from
 :func:`cuda_timer`.
@@ -24,7 +26,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-__all__ = ["Timer", "bench", "bench_ms", "cuda_timer", "median"]
+__all__ = ["Timer", "bench", "bench_host", "bench_ms", "cuda_timer", "median"]
 
 #: A function that times a no-argument callable and returns milliseconds.
 Timer = Callable[[Callable[[], object]], float]
@@ -77,6 +79,25 @@ def bench(fn: Callable[[], object], *, device: str = "cuda", min_reps: int = 10,
         times = _cpu_times(fn, min_reps, rep_ms)
     return {"ms": median(times), "ms_q20": _quantile(times, 0.2), "ms_q80": _quantile(times, 0.8),
             "reps": len(times)}
+
+
+def bench_host(launch: Callable[[], object], wait: Callable[[object], object], *,
+               per_sample: int = 10, **kwargs) -> dict:
+    """Time ``launch`` on the host clock, ``per_sample`` launches and one ``wait(last result)``
+    per sample; the times returned are per launch (``{"ms", "ms_q20", "ms_q80", "reps",
+    "per_sample"}``)."""
+    if per_sample < 1:
+        raise ValueError("per_sample must be >= 1")
+
+    def sample() -> None:
+        out = None
+        for _ in range(per_sample):
+            out = launch()
+        wait(out)
+
+    timed = bench(sample, device="host", **kwargs)
+    return {**{k: v / per_sample for k, v in timed.items() if k.startswith("ms")},
+            "reps": timed["reps"], "per_sample": per_sample}
 
 
 def bench_ms(fn: Callable[[], object], **kwargs) -> float:

@@ -75,15 +75,15 @@ def compare_frameworks(tokens: int = 8192, d_model: int = 4096, d_ff: int | None
     """Time one MLP forward on the GPU: JAX ``jit``, PyTorch eager, ``torch.compile``.
 
     All three use the same weights and input and are checked against each other first. Timing is
-    :func:`infralens.tools.bench.bench` with ``device="host"``: each call blocks until the GPU is
-    done, because JAX runs on its own CUDA stream, which CUDA events on PyTorch's stream do not see.
+    :func:`infralens.tools.bench.bench_host` (launches back to back, one wait per sample), because
+    JAX runs on its own CUDA stream, which CUDA events on PyTorch's stream do not see.
     """
     import jax
     import jax.numpy as jnp
     import torch
 
     from infralens.models.gpt import MLP, GPTConfig
-    from infralens.tools.bench import bench
+    from infralens.tools.bench import bench_host
 
     d_ff = d_ff or 4 * d_model
     tdtype = getattr(torch, dtype)
@@ -97,11 +97,8 @@ def compare_frameworks(tokens: int = 8192, d_model: int = 4096, d_ff: int | None
     jitted = jax.jit(mlp)
     compiled = torch.compile(module)
 
-    def sync_torch(fn):
-        def run():
-            fn(x_t)
-            torch.cuda.synchronize()
-        return run
+    def torch_wait(_):
+        torch.cuda.synchronize()
 
     with torch.no_grad():
         ref = module(x_t).float()
@@ -110,9 +107,9 @@ def compare_frameworks(tokens: int = 8192, d_model: int = 4096, d_ff: int | None
                 .to("cuda")}
         scale = float(ref.abs().max())
         agree = {k: float((v - ref).abs().max()) / scale for k, v in outs.items()}
-        times = {"jax jit": bench(lambda: jitted(params, x_j).block_until_ready(), device="host"),
-                 "torch eager": bench(sync_torch(module), device="host"),
-                 "torch.compile": bench(sync_torch(compiled), device="host")}
+        times = {"jax jit": bench_host(lambda: jitted(params, x_j), jax.block_until_ready),
+                 "torch eager": bench_host(lambda: module(x_t), torch_wait),
+                 "torch.compile": bench_host(lambda: compiled(x_t), torch_wait)}
     flops = mlp_flops(tokens, d_model, d_ff)
     for t in times.values():
         t["flops_per_s"] = flops / (t["ms"] / 1e3)

@@ -34,8 +34,8 @@ class TraceCounter:
 
 def _describe(value) -> str:
     aval = getattr(value, "aval", None)
-    if aval is not None:
-        return aval.str_short(short_dtypes=True)
+    if aval is not None:  # weak types (from Python scalars) are part of the cache key too
+        return aval.str_short(short_dtypes=True) + (" weak" if aval.weak_type else "")
     return repr(value)
 
 
