@@ -26,7 +26,8 @@ TEXT = """HloModule jit_f, entry_computation_layout={(f32[8,16]{1,0})->(f32[8]{0
 ENTRY %main.5 (p: f32[8,16]) -> (f32[8], bf16[2,3]) {
   %p = f32[8,16]{1,0} parameter(0)
   %fusion = f32[8,16]{1,0} fusion(f32[8,16]{1,0} %p), kind=kLoop, calls=%fused_computation
-  %all-reduce = f32[8,16]{1,0} all-reduce(f32[8,16]{1,0} %fusion), channel_id=1, replica_groups={{0,1},{2,3}}, to_apply=%add.clone
+  %all-reduce = f32[8,16]{1,0} all-reduce(f32[8,16]{1,0} %fusion), channel_id=1, \
+replica_groups={{0,1},{2,3}}, to_apply=%add.clone
   %reduce = f32[8]{0} reduce(%all-reduce, %c), dimensions={1}, to_apply=%add.clone
   %cc = (bf16[2,3]{1,0}, u32[]) custom-call(%p), custom_call_target="foo"
   %gte = bf16[2,3]{1,0} get-tuple-element(%cc), index=0

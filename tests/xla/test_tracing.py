@@ -29,3 +29,10 @@ def test_compile_costs_returns_positive_stage_times_and_a_cached_call():
 def test_compile_costs_refuses_zero_calls():
     with pytest.raises(ValueError):
         compile_costs(jnp.sin, jnp.ones(3), calls=0)
+
+
+def test_compile_costs_traces_afresh_after_an_earlier_trace():
+    counter = TraceCounter(lambda x: jnp.sin(x) * 2)
+    jax.make_jaxpr(counter)(jnp.ones(4))  # an earlier trace of the same function and signature
+    compile_costs(counter, jnp.ones(4), calls=1)
+    assert len(counter.traces) == 2  # compile_costs paid for its own trace

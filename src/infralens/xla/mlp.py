@@ -87,24 +87,24 @@ def compare_frameworks(tokens: int = 8192, d_model: int = 4096, d_ff: int | None
 
     d_ff = d_ff or 4 * d_model
     tdtype = getattr(torch, dtype)
+    cuda, gpu = torch.device("cuda", 0), jax.devices("gpu")[0]  # one GPU for both frameworks
     torch.manual_seed(seed)
     cfg = GPTConfig(d_model=d_model, n_heads=1, d_ff=d_ff)
-    module = MLP(cfg).to("cuda", tdtype).eval()
-    x_t = torch.randn(tokens, d_model, device="cuda", dtype=tdtype)
-    params = jax.device_put(from_torch(module), jax.devices("gpu")[0])
-    x_j = jax.device_put(jnp.asarray(x_t.float().cpu().numpy()).astype(_jax_dtype(tdtype)),
-                         jax.devices("gpu")[0])
+    module = MLP(cfg).to(cuda, tdtype).eval()
+    x_t = torch.randn(tokens, d_model, device=cuda, dtype=tdtype)
+    params = jax.device_put(from_torch(module), gpu)
+    x_j = jax.device_put(jnp.asarray(x_t.float().cpu().numpy()).astype(_jax_dtype(tdtype)), gpu)
     jitted = jax.jit(mlp)
     compiled = torch.compile(module)
 
     def torch_wait(_):
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(cuda)
 
     with torch.no_grad():
         ref = module(x_t).float()
         outs = {"torch eager": ref, "torch.compile": compiled(x_t).float(),
                 "jax jit": torch.from_numpy(jax.device_get(jitted(params, x_j)).astype("float32"))
-                .to("cuda")}
+                .to(cuda)}
         scale = float(ref.abs().max())
         agree = {k: float((v - ref).abs().max()) / scale for k, v in outs.items()}
         times = {"jax jit": bench_host(lambda: jitted(params, x_j), jax.block_until_ready),
