@@ -56,7 +56,8 @@ def compare_rmsnorm(rows: int = 16384, d: int = 4096, dtype: str = "bfloat16",
 
     Returns the largest difference between the two, the spacing of ``dtype`` at the largest
     output value (one unit in the last place there) and, for each, milliseconds and bytes per
-    second counting one read of ``x`` and ``w`` and one write of the output. Timing: :func:`infralens.tools.bench.bench_host`.
+    second counting one read of ``x`` and ``w`` and one write of the output.
+    Timing: :func:`infralens.tools.bench.bench_host`.
     """
     from infralens.tools.bench import bench_host
 
