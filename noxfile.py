@@ -1,7 +1,10 @@
 """InfraLens build and test sessions.
 
-    nox -s html     build the web book into _build/html (CPU cells executed, warnings are errors)
-    nox -s pdf      build the PDF with xelatex into _build/latex/infralens.pdf
+    nox -s html     build the web book into _build/html (CPU cells executed, warnings are errors);
+                    `-- --lang zh_CN` builds the Chinese edition into _build/html/zh_CN
+    nox -s pdf      build the PDF with xelatex into _build/latex/infralens.pdf (`-- --lang zh_CN`:
+                    _build/latex-zh_CN)
+    nox -s catalogs refresh the translation catalogs (conf/locales) after the English changed
     nox -s tests    pytest over src and over the book's own checks
     nox -s gpu      execute every GPU cell on a CUDA machine and record the results
     nox -s lint     ruff over the code and over every page's code cells
@@ -72,13 +75,34 @@ def _sphinx(session: nox.Session, python: str, builder: str, outdir: Path, *extr
     )
 
 
+def _edition(session: nox.Session, args: list[str]) -> tuple[str | None, list[str]]:
+    """Split `--lang L` off the arguments; the language must have an edition."""
+    if "--lang" not in args:
+        return None, args
+    i = args.index("--lang")
+    if i + 1 >= len(args):
+        session.error("--lang needs a language, e.g. --lang zh_CN")
+    lang = args[i + 1]
+    import importlib.util  # the module alone: the package needs Sphinx, which nox itself lacks
+
+    spec = importlib.util.spec_from_file_location(
+        "translations", ROOT / "conf" / "_ext" / "infralens_book" / "translations.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if lang not in module.TRANSLATED:
+        session.error(f"no edition in {lang!r}: the editions are {', '.join(sorted(module.TRANSLATED))}")
+    return lang, args[:i] + args[i + 2:] + ["-D", f"language={lang}"]
+
+
 @nox.session
 def html(session: nox.Session) -> None:
-    """Build the HTML book (incremental; `nox -s html -- -E` re-reads every page). `-- --open` opens it."""
+    """Build the HTML book (incremental; `nox -s html -- -E` re-reads every page). `-- --open` opens it;
+    `-- --lang zh_CN` builds the Chinese edition into _build/html/zh_CN."""
     python = _book_python(session)
-    args = [a for a in session.posargs if a != "--open"]
-    _sphinx(session, python, "html", BUILD / "html", *args)
-    index = BUILD / "html" / "index.html"
+    lang, args = _edition(session, [a for a in session.posargs if a != "--open"])
+    out = BUILD / "html" / lang if lang else BUILD / "html"
+    _sphinx(session, python, "html", out, *args)
+    index = out / "index.html"
     print(f"The book: {index}")
     if "--open" in session.posargs:
         import webbrowser
@@ -96,13 +120,35 @@ def pdf(session: nox.Session) -> None:
             "--no-install-recommends latexmk texlive-xetex texlive-latex-extra "
             "texlive-fonts-recommended fonts-freefont-otf tex-gyre`"
         )
+    lang, args = _edition(session, list(session.posargs))
+    if lang and lang.startswith("zh"):
+        fonts = ""
+        if shutil.which("fc-list"):
+            fonts = subprocess.run(["fc-list"], capture_output=True, text=True).stdout
+        xecjk = shutil.which("kpsewhich") is not None and subprocess.run(
+            ["kpsewhich", "xeCJK.sty"], capture_output=True).returncode == 0
+        if "Noto Serif CJK SC" not in fonts or not xecjk:
+            session.error("the Chinese PDF needs xeCJK and the Noto CJK fonts: "
+                          "`sudo apt-get install texlive-lang-chinese fonts-noto-cjk`")
     python = _book_python(session)
-    _sphinx(session, python, "latex", BUILD / "latex", *session.posargs)
-    session.run("make", "-C", str(BUILD / "latex"), "LATEXMKOPTS=-interaction=nonstopmode -halt-on-error",
+    out = BUILD / (f"latex-{lang}" if lang else "latex")
+    _sphinx(session, python, "latex", out, *args)
+    session.run("make", "-C", str(out), "LATEXMKOPTS=-interaction=nonstopmode -halt-on-error",
                 "all-pdf", external=True, silent=True)
-    session.run(python, "-m", "infralens_book", "latex-log", str(BUILD / "latex"), external=True,
+    session.run(python, "-m", "infralens_book", "latex-log", str(out), external=True,
                 env={"PYTHONPATH": str(ROOT / "conf" / "_ext")})
-    print(f"The PDF: {BUILD / 'latex' / 'infralens.pdf'}")
+    print(f"The PDF: {out / 'infralens.pdf'}")
+
+
+@nox.session
+def catalogs(session: nox.Session) -> None:
+    """Refresh the translation catalogs from the English pages, then list what needs a translator:
+    new messages (untranslated) and changed ones (fuzzy: the old translation is kept but not shown)."""
+    python = _book_python(session)
+    env = {"PYTHONPATH": str(ROOT / "conf" / "_ext")}
+    session.run(python, "-m", "infralens_book", "catalogs", "update", external=True, env=env)
+    session.run(python, "-m", "infralens_book", "catalogs", "check", external=True, env=env,
+                success_codes=[0, 1])
 
 
 @nox.session

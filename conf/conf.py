@@ -59,7 +59,7 @@ html_theme = "sphinx_book_theme"
 html_title = "InfraLens"
 html_static_path = ["_static"]
 html_css_files = ["infralens.css"]
-html_js_files = ["cite.js", "sidebars.js", "search_snippets.js"]
+html_js_files = ["cite.js", "sidebars.js", "search_snippets.js", "lang_switch.js"]
 # One search box: the header's button (also Ctrl+K), at every width; the theme's default sidebar
 # adds a second field above the navigation.
 html_sidebars = {"**": ["navbar-logo.html", "sbt-sidebar-nav.html"]}
@@ -77,6 +77,15 @@ html_theme_options = {
 }
 html_context = {"default_mode": "auto"}  # light or dark as the reader's system says
 copybutton_exclude = ".linenos, .gp"
+
+# --- Translations (infralens_book.translations) ------------------------------------------------
+# One catalog per translated page (conf/locales/<lang>/LC_MESSAGES/<page>.po); untranslated pages
+# and fuzzy entries show the English. `nox -s catalogs` refreshes the catalogs.
+locale_dirs = [str(CONF / "locales")]  # Sphinx resolves relative ones against book/
+gettext_compact = False
+gettext_location = False
+gettext_uuid = False
+gettext_allow_fuzzy_translations = False
 
 # --- LaTeX / PDF -------------------------------------------------------------------------------
 latex_engine = "xelatex"
@@ -110,3 +119,26 @@ latex_elements = {
 
 # --- The book's own extension (conf/_ext/infralens_book) ------------------------------------------
 infralens_anchor_registry = str(CONF / "anchors.json")
+
+
+def _edition_settings(app, config) -> None:
+    """The Chinese edition's PDF: xeCJK (Sphinx loads it for zh) with Debian's Noto CJK fonts."""
+    if (config.language or "").startswith("zh"):
+        # the Latin text is set as in the English PDF (English hyphenation, Chinese needs none)
+        config.latex_elements["babel"] = ""
+        config.latex_elements["polyglossia"] = r"\usepackage{polyglossia}\setmainlanguage{english}"
+        # as in the English PDF: no default font features, so long code words may break at
+        # hyphenation points (fontspec's defaults forbid it for the monospaced font)
+        config.latex_elements["fontenc"] = "\n".join([
+            r"\usepackage{fontspec}", r"\defaultfontfeatures[\rmfamily,\sffamily,\ttfamily]{}",
+            r"\usepackage{xeCJK}"])
+        config.html_js_files = [*config.html_js_files, "zh_stemmer.js"]  # see the file
+        config.latex_elements["fontpkg"] += r"""
+\setCJKmainfont{Noto Serif CJK SC}
+\setCJKsansfont{Noto Sans CJK SC}
+\setCJKmonofont{Noto Sans Mono CJK SC}
+"""
+
+
+def setup(app) -> None:
+    app.connect("config-inited", _edition_settings)

@@ -97,8 +97,10 @@ def desktop(browser, site):
 
 
 def _pages(built):
+    """Every page of every edition (the translations live in folders such as zh_CN/)."""
+    skip = {"a", "_static", "_sources", "_images"}
     return sorted(str(p.relative_to(built)) for p in built.rglob("*.html")
-                  if p.parts[len(built.parts)] not in ("a", "_static", "_sources", "_images"))
+                  if not skip & set(p.relative_to(built).parts[:2]))
 
 
 def test_every_page_loads_offline_without_errors_and_fits_a_phone(built, phone):
@@ -197,4 +199,21 @@ def test_one_search_box_and_snippets_without_the_page_chrome(desktop):
     }""")
     assert found["length"] > 10_000, found
     assert found == {"length": found["length"], "toc": False, "cites": 0, "toggles": False}, found
+    assert desktop.errors == [] and desktop.outside == []
+
+
+def test_language_switch_lands_on_the_same_section_in_the_other_edition(desktop):
+    page = desktop.open("labs/lab01-memory-accounting.html#lab01-mental-model")
+    switch = page.locator("a.lang-switch")
+    assert switch.count() == 1
+    switch.click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith("zh_CN/labs/lab01-memory-accounting.html#lab01-mental-model"), page.url
+    assert page.evaluate("() => document.documentElement.lang") == "zh-CN"
+    heading = page.locator("#lab01-mental-model h2").inner_text()
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in heading), heading  # the heading is in Chinese
+    page.locator("a.lang-switch").click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith("/labs/lab01-memory-accounting.html#lab01-mental-model")
+    assert "/zh_CN/" not in page.url
     assert desktop.errors == [] and desktop.outside == []

@@ -9,7 +9,8 @@
 - figures.py: GPU-record figures placed in the prose with a caption; alt text from captions;
 - numbering.py: figures, tables and exercises numbered within their page;
 - citations.py: the list of references labelled by author and year, as the text cites them;
-- print_edition.py: the PDF's parts, folded setup code left out, answers at the end of each page.
+- print_edition.py: the PDF's parts, folded setup code left out, answers at the end of each page;
+- translations.py: the translated editions' pages and catalogs, and glued numbers in translations.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
 
-from . import anchors, annotated, citations, figures, notebooks, numbering, offline_math, print_edition
+from . import (
+    anchors,
+    annotated,
+    citations,
+    figures,
+    notebooks,
+    numbering,
+    offline_math,
+    print_edition,
+    translations,
+)
 
 HTML_ONLY_PAGES = {"genindex", "modindex", "search"}
 
@@ -49,4 +60,5 @@ def setup(app: Sphinx) -> dict:
     numbering.setup(app)
     figures.setup(app)
     print_edition.setup(app)
+    translations.install(app)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -2,6 +2,9 @@
 
     python -m infralens_book anchors check|update   the anchor registry (conf/anchors.json)
     python -m infralens_book annotations            pinned emphasis of every literalinclude
+    python -m infralens_book catalogs update|check  the translations' catalogs (conf/locales):
+                                                    merge the English pages' messages in, or list
+                                                    untranslated, fuzzy and broken entries
     python -m infralens_book latex-log DIR          the PDF's missing glyphs, undefined references
                                                     and overfull lines (over 5 pt)
     python -m infralens_book lint-cells             ruff over the code cells of every page
@@ -45,6 +48,24 @@ def main(argv: list[str]) -> int:
             problems = [p for p in problems]
         else:
             problems += anchors.compare(anchors.load_registry(REGISTRY), current)
+    elif argv[:1] == ["catalogs"] and argv[1:] in (["update"], ["check"]):
+        import tempfile
+
+        from . import translations
+
+        problems = []
+        with tempfile.TemporaryDirectory() as tmp:
+            translations.extract(Path(tmp))
+            for lang, docs in translations.TRANSLATED.items():
+                if argv[1] == "update":
+                    written = translations.update(Path(tmp), lang, docs)
+                    print(f"{lang}: {len(written)} catalogs updated")
+                problems += [f"{lang}: {p}" for p in translations.problems(lang, docs, pot_dir=Path(tmp))]
+        if argv[1] == "update":  # what a translator has to do next, without failing the update
+            for problem in problems:
+                print(problem)
+            print(f"{len(problems)} entries need a translator")
+            problems = []
     elif argv == ["annotations"]:
         problems = annotation_problems()
     elif argv == ["lint-cells"]:
