@@ -66,6 +66,13 @@ def test_translations_must_keep_roles_math_code_and_links(tmp_path):
     assert tr.problems("zh_CN", ("p",), tmp_path) == []
 
 
+def test_a_translation_that_would_parse_as_a_list_is_refused(tmp_path):
+    _write(tmp_path / "zh_CN" / "LC_MESSAGES" / "p.po", [("+ gradients", "+ 梯度")], locale="zh_CN")
+    assert any("list marker" in p for p in tr.problems("zh_CN", ("p",), tmp_path))
+    _write(tmp_path / "zh_CN" / "LC_MESSAGES" / "p.po", [("+ gradients", "再加上梯度")], locale="zh_CN")
+    assert tr.problems("zh_CN", ("p",), tmp_path) == []
+
+
 def test_a_role_written_as_code_is_not_a_role():
     text = "Pages link here through `{term}` references; anchors read `term-<Term>`."
     assert tr._kept(text) == sorted(["`{term}`", "`term-<Term>`"])

@@ -40,6 +40,9 @@ LOCALES = ROOT / "conf" / "locales"
 _ROLE = re.compile(r"(?<!`)\{[a-z:\-]+\}`[^`]+`")  # not a role written as code: `{term}`
 _MATH = re.compile(r"(?<!\\)\$[^$]+\$")
 _LINK = re.compile(r"\]\(([^)]+)\)")
+# Sphinx parses each translation as Markdown: one that starts like a list item becomes a list, which
+# does not fit where a paragraph was, so the English is shown instead.
+_LIST_START = re.compile(r"^(?:[-+*]|\d+[.)])\s")
 
 
 def _code_spans(text: str) -> list[str]:
@@ -130,6 +133,9 @@ def problems(lang: str, docnames: tuple[str, ...], locales: Path = LOCALES,
                 found.append(f"{where}: not translated")
             elif _kept(message.id) != _kept(message.string):
                 found.append(f"{where}: the translation changes roles, math, code or links")
+            elif _LIST_START.match(message.string):
+                found.append(f"{where}: a translation that starts with a list marker is parsed as a list "
+                             "and dropped; start it with a word")
         if pot_dir is not None:
             with (pot_dir / f"{doc}.pot").open("rb") as f:
                 template = read_po(f)
