@@ -10,6 +10,7 @@ Python with ``interpret=True``, which is how the CPU build executes it.
 from __future__ import annotations
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -73,9 +74,12 @@ def compare_rmsnorm(rows: int = 16384, d: int = 4096, dtype: str = "bfloat16",
     out_r = reference(x, w).astype(jnp.float32)
     spacing = float(jnp.spacing(jnp.abs(out_r).max().astype(jdtype)))  # one ulp at the largest output
     nbytes = 2 * x.size * x.dtype.itemsize + w.size * w.dtype.itemsize
+    lowered = pallas.lower(x, w).as_text()  # which backend compiled the kernel: its custom call
+    targets = sorted({a or b for a, b in re.findall(r'custom_call @([\w$.]+)|call_target_name = "([^"]+)"',
+                                                    lowered)})
     results = {"rows": rows, "d": d, "dtype": dtype, "block_rows": block_rows,
                "max_abs_diff": float(jnp.abs(out_p - out_r).max()), "spacing_at_max": spacing,
-               "bytes": nbytes, "jax": jax.__version__}
+               "bytes": nbytes, "jax": jax.__version__, "custom_calls": targets}
     for name, fn in (("pallas", lambda: pallas(x, w)), ("jnp reference", lambda: reference(x, w)),
                      ("copy", lambda: copy(x))):
         t = bench_host(fn, jax.block_until_ready)
