@@ -2,8 +2,8 @@
 
 Pallas is JAX's kernel language: a kernel reads and writes *refs* (blocks of its operands that
 ``BlockSpec``s carve out for each program of a grid) with NumPy-style indexing, and
-``pl.pallas_call`` lowers it for the backend (Mosaic GPU by default, or Triton, on NVIDIA GPUs;
-Mosaic on TPUs) or runs it in
+``pl.pallas_call`` lowers it for the backend (Triton or Mosaic GPU on NVIDIA GPUs, the default
+depending on the JAX version; Mosaic on TPUs) or runs it in
 Python with ``interpret=True``, which is how the CPU build executes it.
 """
 
