@@ -72,3 +72,30 @@ def test_the_measurement_runs_on_cpu_ranks(tmp_path):
 def test_cuda_asked_for_without_gpus_fails_in_one_line():
     done = torchrun("infralens.training.ddp_overlap", ["--device", "cuda"], nproc=1, timeout=120)
     assert done.returncode != 0 and "has no GPU" in done.stderr
+
+
+def _record_results():
+    def run(step, no_sync, ranks):
+        keys = ("backward_compute_s", "exposed_s", "compute_s", "allreduce_s")
+        return {"step_s": step, "no_sync_step_s": no_sync,
+                "profile_by_rank": [dict(zip(keys, rank, strict=True)) for rank in ranks]}
+    default = run(0.111, 0.097, [(0.054, 0.013, 0.110, 0.057), (0.051, 0.007, 0.103, 0.021)])
+    one = run(0.115, 0.097, [(0.045, 0.015, 0.098, 0.015), (0.045, 0.014, 0.097, 0.014)])
+    return {"runs": {"default": default, "one-bucket": one}}
+
+
+def test_timed_price_reads_only_the_step_times():
+    from infralens.training.ddp_overlap import timed_price
+
+    t = timed_price(_record_results())
+    assert t == pytest.approx({"cost": 0.014, "one_cost": 0.018, "gain": 0.004})
+
+
+def test_profiled_parts_are_per_rank_differences_and_sums():
+    from infralens.training.ddp_overlap import profiled_parts
+
+    p = profiled_parts(_record_results())
+    assert p["slowdown"] == pytest.approx([0.009, 0.006])
+    assert p["busy"] == pytest.approx([0.123, 0.110]) and p["one_busy"] == pytest.approx([0.113, 0.111])
+    assert p["exposed"] == [0.013, 0.007] and p["one_exposed"] == [0.015, 0.014]
+    assert p["allreduce"] == [0.057, 0.021]

@@ -140,6 +140,31 @@ def analyze_trace(trace: dict, steps: int) -> dict:
 # [/ddp:overlap]
 
 
+# --- reading a record: what is timed and what is profiled -------------------------------------------
+
+def timed_price(results: dict) -> dict:
+    """From a run's results (``runs`` with ``default`` and ``one-bucket``), the timed numbers in
+    seconds per step: the price of synchronizing (step - ``no_sync`` step) for each bucket layout,
+    and what the default buckets gain over one bucket."""
+    d, o = results["runs"]["default"], results["runs"]["one-bucket"]
+    return {"cost": d["step_s"] - d["no_sync_step_s"], "one_cost": o["step_s"] - o["no_sync_step_s"],
+            "gain": o["step_s"] - d["step_s"]}
+
+
+def profiled_parts(results: dict) -> dict:
+    """Per rank (lists, rank order), from the profiles: the backward slowdown beside the all-reduce
+    (default minus one bucket), the exposed all-reduce of both layouts, the GPU's busy time per step
+    (compute plus exposed all-reduce) of both layouts, and the default layout's all-reduce time."""
+    pairs = list(zip(results["runs"]["default"]["profile_by_rank"],
+                     results["runs"]["one-bucket"]["profile_by_rank"], strict=True))
+    return {"slowdown": [a["backward_compute_s"] - b["backward_compute_s"] for a, b in pairs],
+            "exposed": [a["exposed_s"] for a, _ in pairs],
+            "busy": [a["compute_s"] + a["exposed_s"] for a, _ in pairs],
+            "one_exposed": [b["exposed_s"] for _, b in pairs],
+            "one_busy": [b["compute_s"] + b["exposed_s"] for _, b in pairs],
+            "allreduce": [a["allreduce_s"] for a, _ in pairs]}
+
+
 # --- the measurement (one rank) --------------------------------------------------------------------
 
 def _step(ddp, optimizer, x, y, autocast, sync: bool = True) -> None:

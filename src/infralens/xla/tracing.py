@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["TraceCounter", "compile_costs"]
+__all__ = ["TraceCounter", "compile_costs", "first_call_seconds"]
 
 
 class TraceCounter:
@@ -72,3 +72,8 @@ def compile_costs(fn: Callable, *args, calls: int = 20, **kwargs) -> dict[str, f
         runs.append(time.perf_counter() - s)
     return {"trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2,
             "cached_call_s": statistics.median(runs)}
+
+
+def first_call_seconds(costs: dict[str, float]) -> float:
+    """What the first call with a new signature pays before running: trace + lower + compile."""
+    return costs["trace_s"] + costs["lower_s"] + costs["compile_s"]
