@@ -17,6 +17,8 @@ unless the convention reserves the pattern:
 ``"fnuz"`` ("finite, unsigned zero": E4M3FNUZ, E5M2FNUZ): no infinities and no negative zero
     The pattern of -0 (sign bit alone, 0x80) is the only NaN; every exponent, all ones included,
     holds normal numbers, and the bias is one more than IEEE's ``2^(e-1) - 1``.
+``"mx"`` (the OCP Microscaling element formats FP6 E2M3, FP6 E3M2 and FP4 E2M1): no infinities
+    and no NaN; every pattern is a number. The block's shared scale carries the special values.
 
 Everything below is computed from those five numbers; nothing is typed in twice. The tests check
 the results against ``torch.finfo``, against the value torch decodes for every 8- and 16-bit
@@ -38,6 +40,7 @@ CONVENTIONS: Mapping[str, str] = MappingProxyType({
     "ieee": "±∞ and NaN in the all-ones exponent",
     "fn": "no ∞; NaN only where every exponent and mantissa bit is set",
     "fnuz": "no ∞ and no −0; NaN is the −0 pattern (sign bit alone)",
+    "mx": "no ∞ and no NaN: every pattern is a number",
 })
 
 
@@ -47,7 +50,8 @@ class FloatFormat:
 
     ``source`` is the BibTeX key of the document that defines it; ``torch_dtype`` the name of
     the matching ``torch`` dtype, where one exists (TF32 has none: it is a Tensor-Core input
-    format, stored in FP32 registers and memory).
+    format, stored in FP32 registers and memory), and ``ml_dtype`` the name of the matching
+    NumPy or ``ml_dtypes`` type (the MX element formats have one there but not in torch).
     """
 
     name: str
@@ -58,6 +62,7 @@ class FloatFormat:
     source: str
     torch_dtype: str | None = None
     note: str = ""
+    ml_dtype: str | None = None
 
     def __post_init__(self) -> None:
         if self.specials not in CONVENTIONS:
@@ -83,7 +88,7 @@ class FloatFormat:
     @property
     def max_biased_exponent(self) -> int:
         """The largest biased exponent that still holds finite numbers: IEEE reserves the
-        all-ones exponent for infinities and NaNs; "fn" and "fnuz" use it for numbers."""
+        all-ones exponent for infinities and NaNs; "fn", "fnuz" and "mx" use it for numbers."""
         return self._exp_all_ones - 1 if self.specials == "ieee" else self._exp_all_ones
 
     @property
@@ -170,12 +175,15 @@ class FloatFormat:
         return range(1 << self.bits)
 
 
-def _fmt(name, e, m, bias, specials, source, torch_dtype=None, note=""):
-    return FloatFormat(name, e, m, bias, specials, source, torch_dtype, note)
+def _fmt(name, e, m, bias, specials, source, torch_dtype=None, note="", ml_dtype=None):
+    return FloatFormat(name, e, m, bias, specials, source, torch_dtype, note,
+                       ml_dtype or torch_dtype)
 
 
 # [numerics:formats]
 FORMATS: Mapping[str, FloatFormat] = MappingProxyType({
+    "fp64": _fmt("FP64", 11, 52, 1023, "ieee", "ieee2019standard", "float64",
+                 "IEEE 754 binary64."),
     "fp32": _fmt("FP32", 8, 23, 127, "ieee", "ieee2019standard", "float32",
                  "IEEE 754 binary32."),
     "tf32": _fmt("TF32", 8, 10, 127, "ieee", "nvidia2020a100whitepaper", None,
@@ -193,6 +201,12 @@ FORMATS: Mapping[str, FloatFormat] = MappingProxyType({
                      "Bias 16 (IEEE would give 15), no infinities, no -0; NaN is 0x80."),
     "e4m3fnuz": _fmt("FP8 E4M3FNUZ", 4, 3, 8, "fnuz", "noune2022bit", "float8_e4m3fnuz",
                      "Bias 8 (IEEE would give 7), no infinities, no -0; NaN is 0x80."),
+    "e3m2": _fmt("FP6 E3M2", 3, 2, 3, "mx", "ocp2023mx", None,
+                 "OCP MX element format; no infinities or NaN.", "float6_e3m2fn"),
+    "e2m3": _fmt("FP6 E2M3", 2, 3, 1, "mx", "ocp2023mx", None,
+                 "OCP MX element format; no infinities or NaN.", "float6_e2m3fn"),
+    "e2m1": _fmt("FP4 E2M1", 2, 1, 1, "mx", "ocp2023mx", None,
+                 "OCP MX element format; no infinities or NaN.", "float4_e2m1fn"),
 })
 # [/numerics:formats]
 
