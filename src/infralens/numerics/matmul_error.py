@@ -77,8 +77,10 @@ def _product(mode: str, a: torch.Tensor, b: torch.Tensor):
 # [numerics:matmul-error-sweep]
 def matmul_error_sweep(ks, mn: int = 256, modes=MODES, device: str = "cuda", seed: int = 0
                        ) -> dict:
-    """For each K and mode: the median and maximum of |C - C_exact| / C_exact over the mn x mn
-    outputs of A (mn x K) @ B (K x mn), A and B uniform on [0, 1)."""
+    """For each K and mode, over the mn x mn outputs of A (mn x K) @ B (K x mn), A and B uniform
+    on [0, 1): the median and maximum of |C - C_exact| / C_exact, and the mean of the signed
+    (C - C_exact) / C_exact (near zero when errors fall on both sides, near minus the median
+    when every output lands below the exact value)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     rows, skipped = [], {}
     for k in ks:
@@ -93,9 +95,11 @@ def matmul_error_sweep(ks, mn: int = 256, modes=MODES, device: str = "cuda", see
                 skipped[mode] = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
                 continue
             exact = a64 @ b64
-            rel = ((out.double() - exact).abs() / exact).flatten()
+            signed = ((out.double() - exact) / exact).flatten()
+            rel = signed.abs()
             rows.append({"k": k, "mode": mode, "out_dtype": str(out.dtype).replace("torch.", ""),
-                         "median": rel.median().item(), "max": rel.max().item()})
+                         "median": rel.median().item(), "max": rel.max().item(),
+                         "mean_signed": signed.mean().item()})
     return {"mn": mn, "rows": rows, "skipped": skipped,
             "defaults": {"bf16_rpr": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
                          "fp16_rpr": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction}}
