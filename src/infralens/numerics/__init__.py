@@ -5,5 +5,17 @@
   its special-value convention; the largest finite value, the smallest normal and subnormal
   values and the machine epsilon follow from those, as does the value of every bit pattern.
 
+* :mod:`~infralens.numerics.rounding`: round an exact number to any format (ties to even,
+  gradual underflow, each format's overflow rule); the unit roundoff and the spacing.
+* :mod:`~infralens.numerics.summation`: recursive, pairwise and Kahan sums, narrow accumulators,
+  and three ways to compute a variance, with Higham's bounds.
+* :mod:`~infralens.numerics.scaling`: dynamic loss scaling, FP8 delayed scaling and
+  quantization, stochastic rounding to BF16.
+* :mod:`~infralens.numerics.stability`: stable log-sum-exp, z-loss, soft-capping, and a finder
+  for the first non-finite module output.
+* :mod:`~infralens.numerics.matmul_error` and :mod:`~infralens.numerics.determinism`: GPU probes
+  (they run on the CPU too) of a library matmul's error per precision mode and of run-to-run and
+  batch-size variation.
+
 Import the submodules; the package re-exports nothing, so importing it imports no torch.
 """

@@ -22,7 +22,8 @@ __all__ = ["distinct_results", "atomic_add_patterns", "batch_invariance"]
 
 
 def _digest(t: torch.Tensor) -> str:
-    return hashlib.sha1(t.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes()).hexdigest()
+    raw = t.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy()
+    return hashlib.sha1(raw.tobytes()).hexdigest()
 
 
 def distinct_results(fn, runs: int = 20) -> int:

@@ -32,7 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["CONVENTIONS", "FloatFormat", "FORMATS", "FP8_FORMATS", "fmt_power_of_two",
+__all__ = ["CONVENTIONS", "FloatFormat", "FORMATS", "FP8_FORMATS", "MX_BLOCK_SIZE", "MX_SCALE_BITS",
+           "fmt_power_of_two",
            "formats_table_markdown", "finfo_disagreements"]
 
 #: The special-value conventions, with what each reserves (used in the table's last column).
@@ -209,6 +210,11 @@ FORMATS: Mapping[str, FloatFormat] = MappingProxyType({
                  "OCP MX element format; no infinities or NaN.", "float4_e2m1fn"),
 })
 # [/numerics:formats]
+
+#: OCP MX: the number of elements that share one scale, and the scale's format (E8M0: an
+#: unsigned power of two, 8 exponent bits, bias 127) {cite}`ocp2023mx`.
+MX_BLOCK_SIZE = 32
+MX_SCALE_BITS = 8
 
 #: The 8-bit formats, in the order of :data:`FORMATS`.
 FP8_FORMATS: tuple[str, ...] = tuple(k for k, f in FORMATS.items() if f.bits == 8)

@@ -22,6 +22,7 @@ import torch
 from infralens.numerics.formats import FORMATS
 
 __all__ = ["DynamicLossScaler", "DelayedScaling", "quantize_fp8", "stochastic_round_bf16",
+           "scaled_training_steps",
            "grads_out_of_range"]
 
 
@@ -111,3 +112,36 @@ def stochastic_round_bf16(x: torch.Tensor, generator: torch.Generator | None = N
     rounded = torch.where(torch.isfinite(x), rounded, x.float())
     return rounded.to(torch.bfloat16)        # exact: the low 16 bits are already zero
 # [/numerics:stochastic-rounding]
+
+
+# [numerics:scaled-steps]
+def scaled_training_steps(model: torch.nn.Module, batches, steps: int, lr: float = 1e-3,
+                          init_scale: float = 2.0**24, growth_interval: int = 4,
+                          device_type: str = "cpu", dtype: torch.dtype = torch.float16
+                          ) -> list[dict]:
+    """Train ``model`` (which returns ``(logits, loss)``) under ``torch.autocast(dtype)`` with
+    ``torch.amp.GradScaler``, and feed the same overflow findings to :class:`DynamicLossScaler`.
+
+    ``batches`` yields ``(inputs, targets)``. Each row: the scale the step used, whether its
+    gradients held an inf or NaN, and the next scale from torch and from the rule above."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    theirs = torch.amp.GradScaler(device_type, init_scale=init_scale,
+                                  growth_interval=growth_interval)
+    ours = DynamicLossScaler(scale=init_scale, growth_interval=growth_interval)
+    rows = []
+    for step in range(steps):
+        x, y = next(batches)
+        with torch.autocast(device_type, dtype=dtype):
+            _, loss = model(x, y)
+        used = theirs.get_scale()
+        theirs.scale(loss).backward()
+        found_inf = not all(torch.isfinite(p.grad).all().item()
+                            for p in model.parameters() if p.grad is not None)
+        theirs.step(opt)                     # skipped inside GradScaler when it finds an inf
+        theirs.update()
+        ours.update(found_inf)
+        rows.append({"step": step, "scale": used, "found_inf": found_inf, "loss": loss.item(),
+                     "next_torch": theirs.get_scale(), "next_ours": ours.scale})
+        opt.zero_grad(set_to_none=True)
+    return rows
+# [/numerics:scaled-steps]

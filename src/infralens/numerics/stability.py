@@ -37,7 +37,8 @@ def logsumexp_stable(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
 def z_loss(logits: torch.Tensor, coeff: float = PALM_Z_LOSS_COEFF) -> torch.Tensor:
     """coeff * mean over positions of log(Z)^2, Z = sum(exp(logits)) over the vocabulary.
     Its gradient with respect to the logits is 2 coeff log(Z) softmax(logits) per position."""
-    return coeff * logsumexp_stable(logits.float()).pow(2).mean()
+    wide = logits.to(torch.promote_types(logits.dtype, torch.float32))   # at least FP32
+    return coeff * logsumexp_stable(wide).pow(2).mean()
 # [/numerics:z-loss]
 
 

@@ -25,7 +25,14 @@ import math
 
 import numpy as np
 
-__all__ = ["accumulate", "naive_sum", "pairwise_sum", "kahan_sum", "gamma", "summation_errors",
+#: DeepSeek-V3 on H800 FP8 GEMMs: the Tensor Cores' accumulation keeps "around 14 bits", and
+#: their fix promotes the partial sums to FP32 every 128 elements of K (section 3.3.2)
+#: {cite}`deepseekai2024deepseekv3`.
+FP8_TC_ACCUMULATOR_BITS = 14
+DEEPSEEK_V3_PROMOTION_INTERVAL = 128
+
+__all__ = ["FP8_TC_ACCUMULATOR_BITS", "DEEPSEEK_V3_PROMOTION_INTERVAL", "accumulate", "naive_sum",
+           "pairwise_sum", "kahan_sum", "gamma", "summation_errors",
            "two_pass_variance", "one_pass_variance", "welford_variance"]
 
 
