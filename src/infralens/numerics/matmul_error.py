@@ -80,7 +80,8 @@ def matmul_error_sweep(ks, mn: int = 256, modes=MODES, device: str = "cuda", see
     """For each K and mode, over the mn x mn outputs of A (mn x K) @ B (K x mn), A and B uniform
     on [0, 1): the median and maximum of |C - C_exact| / C_exact, and the mean of the signed
     (C - C_exact) / C_exact (near zero when errors fall on both sides, near minus the median
-    when every output lands below the exact value)."""
+    when every output lands below the exact value), and the fractions of outputs below and above
+    the exact value."""
     gen = torch.Generator(device=device).manual_seed(seed)
     rows, skipped = [], {}
     for k in ks:
@@ -99,7 +100,9 @@ def matmul_error_sweep(ks, mn: int = 256, modes=MODES, device: str = "cuda", see
             rel = signed.abs()
             rows.append({"k": k, "mode": mode, "out_dtype": str(out.dtype).replace("torch.", ""),
                          "median": rel.median().item(), "max": rel.max().item(),
-                         "mean_signed": signed.mean().item()})
+                         "mean_signed": signed.mean().item(),
+                         "below": (signed < 0).double().mean().item(),
+                         "above": (signed > 0).double().mean().item()})
     return {"mn": mn, "rows": rows, "skipped": skipped,
             "defaults": {"bf16_rpr": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
                          "fp16_rpr": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction}}
