@@ -1,0 +1,196 @@
+"""A weight-only INT4 matmul for decoding: 4-bit weights with a scale per group of inputs, 16-bit
+activations, FP32 accumulation (W4A16).
+
+At decode batch sizes the matmul ``y = x W`` (x: M x K with M of 1 to 16, W: K x N) reads every
+weight once and does two FLOPs with it per row of ``x``: its time is the time to stream ``W``
+from HBM. Storing ``W`` in 4 bits instead of 16 cuts that traffic to a quarter plus the scales
+(:func:`infralens.quant.effective_bits`), so the ideal speed-up over a BF16 matmul approaches 4x.
+
+Layout (what :func:`pack_w4` produces):
+
+* ``packed`` (K/8, N) int32: eight consecutive rows of ``W`` per word, row ``8i + j`` in bits
+  ``4j .. 4j+3`` of ``packed[i]``, stored as ``q + 8`` for a signed code ``q`` in [-8, 7];
+* ``scales`` (K/G, N) in the activations' dtype: one per group of ``G`` rows and column.
+
+The kernel gives each program ``BLOCK_N`` columns and a ``1/SPLIT_K`` share of ``K``: it loads a
+tile of packed words, unpacks it with shifts and masks into ``BLOCK_K`` rows, applies the group's
+scale, and multiplies on the Tensor Cores with ``tl.dot``. With ``SPLIT_K > 1`` the programs of
+one column block add their partial sums into an FP32 output with atomics (so the bits of the
+result can vary from run to run in the last place). In the CPU build (``TRITON_INTERPRET=1``)
+the same kernel runs in Triton's interpreter.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from infralens.quant.affine import quantize
+
+__all__ = ["pack_w4", "unpack_w4", "w4a16_matmul", "w4a16_reference", "w4_weight_bytes",
+           "bench_w4a16"]
+
+
+# [w4a16:pack]
+def pack_w4(w: torch.Tensor, group_size: int = 128, dtype: torch.dtype = torch.bfloat16):
+    """Quantize ``w`` (K, N) to signed 4-bit codes with one symmetric scale per ``group_size`` rows
+    and column, and pack eight codes per int32. Returns ``(packed (K/8, N), scales (K/G, N))``."""
+    k, n = w.shape
+    if k % 8 or k % group_size:
+        raise ValueError(f"K={k} must be a multiple of 8 and of group_size={group_size}")
+    qt = quantize(w.T, 4, "group", group_size)                    # groups along K, per column
+    codes = (qt.q.reshape(n, k).T + 8).to(torch.int64)            # (K, N) in [0, 15]
+    shifts = 4 * torch.arange(8, dtype=torch.int64, device=codes.device).reshape(1, 8, 1)
+    words = (codes.reshape(k // 8, 8, n) << shifts).sum(dim=1)    # (K/8, N) in [0, 2^32)
+    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    scales = qt.scale.reshape(n, k // group_size).T.to(dtype).contiguous()
+    return words.contiguous().to(w.device), scales.to(w.device)
+# [/w4a16:pack]
+
+
+def unpack_w4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """The float32 weight (K, N) that ``packed`` and ``scales`` stand for (for references)."""
+    k8, n = packed.shape
+    shifts = 4 * torch.arange(8, device=packed.device).reshape(1, 8, 1)
+    codes = ((packed.to(torch.int64)[:, None, :] >> shifts) & 0xF).reshape(8 * k8, n) - 8
+    group = 8 * k8 // scales.shape[0]
+    return codes.float() * scales.float().repeat_interleave(group, dim=0)
+
+
+def w4_weight_bytes(k: int, n: int, group_size: int, scale_bytes: int = 2) -> int:
+    """Bytes the kernel must read for the weights: packed codes plus scales."""
+    return k * n // 2 + (k // group_size) * n * scale_bytes
+
+
+def w4a16_reference(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """float64 x @ unpack(W): what the kernel computes, up to its rounding."""
+    return x.double() @ unpack_w4(packed, scales).double()
+
+
+# [w4a16:kernel]
+@triton.jit
+def w4a16_kernel(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K, stride_xm, stride_wk, stride_sk, stride_ym,
+                 GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
+    pid_n, pid_k, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_ok, n_ok = offs_m < M, offs_n < N
+    shifts = tl.arange(0, 8) * 4                                   # nibble j sits at bits 4j
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    k_span = K // SPLIT_K
+    for k0 in range(pid_k * k_span, (pid_k + 1) * k_span, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], mask=m_ok[:, None],
+                    other=0.0)
+        rows = k0 // 8 + tl.arange(0, BLOCK_K // 8)
+        words = tl.load(w_ptr + rows[:, None] * stride_wk + offs_n[None, :], mask=n_ok[None, :],
+                        other=0)
+        nib = (words[:, None, :] >> shifts[None, :, None]) & 0xF   # (BLOCK_K/8, 8, BLOCK_N)
+        q = tl.reshape(nib, (BLOCK_K, BLOCK_N)) - 8                 # row 8i + j of the tile
+        s = tl.load(s_ptr + (k0 // GROUP) * stride_sk + offs_n, mask=n_ok, other=0.0)
+        w = (q.to(tl.float32) * s[None, :].to(tl.float32)).to(x.dtype)
+        acc += tl.dot(x, w)
+    y_ptrs = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
+    if SPLIT_K == 1:
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+    else:
+        tl.atomic_add(y_ptrs, acc, mask=m_ok[:, None] & n_ok[None, :])
+# [/w4a16:kernel]
+
+
+def _split_k(n: int, k: int, block_n: int, block_k: int, group: int, target_programs: int) -> int:
+    """The smallest power-of-two split of K that gives at least ``target_programs`` programs
+    and keeps each share a whole number of ``block_k`` tiles inside groups."""
+    split = 1
+    while (triton.cdiv(n, block_n) * split < target_programs
+           and k % (2 * split * block_k) == 0 and (k // (2 * split)) >= block_k):
+        split *= 2
+    return split
+
+
+# [w4a16:launch]
+def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, *,
+                 block_n: int = 64, block_k: int = 128, split_k: int | None = None,
+                 num_warps: int = 4, num_stages: int = 4) -> torch.Tensor:
+    """``x`` (M, K) in BF16 or FP16 times the packed INT4 weight: (M, N) in ``x``'s dtype."""
+    m, k = x.shape
+    n = packed.shape[1]
+    group = k // scales.shape[0]
+    if packed.shape[0] * 8 != k or group % block_k and block_k % group:
+        raise ValueError(f"shapes disagree: x {tuple(x.shape)}, packed {tuple(packed.shape)}, "
+                         f"scales {tuple(scales.shape)}, block_k={block_k}")
+    block_k = min(block_k, group)
+    if split_k is None:
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+        split_k = _split_k(n, k, block_n, block_k, group, 2 * sms)
+    if k % (split_k * block_k):
+        raise ValueError(f"K={k} is not a multiple of split_k * block_k = {split_k * block_k}")
+    block_m = 16                                                  # tl.dot's smallest tile
+    y = torch.empty((m, n), device=x.device, dtype=x.dtype) if split_k == 1 else \
+        torch.zeros((m, n), device=x.device, dtype=torch.float32)
+    grid = (triton.cdiv(n, block_n), split_k, triton.cdiv(m, block_m))
+    w4a16_kernel[grid](x, packed, scales, y, m, n, k, x.stride(0), packed.stride(0),
+                       scales.stride(0), y.stride(0), GROUP=group, BLOCK_M=block_m,
+                       BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split_k,
+                       num_warps=num_warps, num_stages=num_stages)
+    return y if split_k == 1 else y.to(x.dtype)
+# [/w4a16:launch]
+
+
+# [w4a16:bench]
+def bench_w4a16(shapes=((4096, 14336), (14336, 4096)), batch=(1, 2, 4, 8, 16),
+                group_size: int = 128, device: str = "cuda") -> dict:
+    """Decode-shape benchmark on the GPU: for each (K, N), pick the fastest launch configuration
+    at M = 1 from a small grid, check it against the float64 reference, then time it against a
+    BF16 cuBLAS matmul (``x @ W``) for every M, and a device copy for the bandwidth ceiling, all
+    through :func:`infralens.tools.bench.bench` (L2 flushed before every call)."""
+    import functools
+    import itertools
+
+    from infralens.tools.bench import bench
+
+    copy_src = torch.empty(1 << 30, dtype=torch.uint8, device=device)
+    copy_dst = torch.empty_like(copy_src)
+    copy_ms = bench(lambda: copy_dst.copy_(copy_src))["ms"]
+    out = {"group_size": group_size, "copy_gbps": 2 * copy_src.numel() / copy_ms / 1e6,
+           "shapes": []}
+    grid = list(itertools.product((32, 64, 128), (64, 128), (4, 8), (3, 4), (None, 1, 2, 4, 8)))
+    for k, n in shapes:
+        gen = torch.Generator(device=device).manual_seed(0)
+        w = torch.randn(k, n, device=device, generator=gen) / k**0.5
+        packed, scales = pack_w4(w, group_size)
+        w16 = unpack_w4(packed, scales).to(torch.bfloat16)     # the same weights, in BF16
+        x1 = torch.randn(1, k, device=device, generator=gen).to(torch.bfloat16)
+        tried = []
+        for bn, bk, nw, ns, sk in grid:
+            try:
+                t = bench(functools.partial(w4a16_matmul, x1, packed, scales, block_n=bn,
+                                            block_k=bk, split_k=sk, num_warps=nw,
+                                            num_stages=ns))["ms"]
+            except (ValueError, RuntimeError, triton.CompilationError):
+                continue
+            tried.append({"block_n": bn, "block_k": bk, "num_warps": nw, "num_stages": ns,
+                          "split_k": sk, "ms": t})
+        best = min(tried, key=lambda r: r["ms"])
+        cfg = {key: best[key]
+               for key in ("block_n", "block_k", "num_warps", "num_stages", "split_k")}
+        rows = []
+        for m in batch:
+            x = torch.randn(m, k, device=device, generator=gen).to(torch.bfloat16)
+            y = w4a16_matmul(x, packed, scales, **cfg)
+            ref = w4a16_reference(x, packed, scales)
+            rel = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+            ours = bench(functools.partial(w4a16_matmul, x, packed, scales, **cfg))
+            cublas = bench(functools.partial(torch.matmul, x, w16))
+            nbytes = w4_weight_bytes(k, n, group_size)
+            rows.append({"m": m, "ms": ours["ms"], "cublas_ms": cublas["ms"],
+                         "speedup": cublas["ms"] / ours["ms"], "max_rel_err": rel,
+                         "weight_gbps": nbytes / ours["ms"] / 1e6,
+                         "cublas_weight_gbps": k * n * 2 / cublas["ms"] / 1e6})
+        out["shapes"].append({"k": k, "n": n, "config": cfg, "tried": tried, "rows": rows,
+                              "weight_bytes": w4_weight_bytes(k, n, group_size),
+                              "bf16_weight_bytes": k * n * 2})
+    return out
+# [/w4a16:bench]
