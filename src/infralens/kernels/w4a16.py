@@ -28,8 +28,9 @@ import triton.language as tl
 
 from infralens.quant.affine import quantize
 
-__all__ = ["pack_w4", "unpack_w4", "w4a16_matmul", "w4a16_reference", "w4_weight_bytes",
-           "bench_w4a16"]
+__all__ = ["pack_w4", "unpack_w4", "w4a16_matmul", "w4a16_gemv_kernel", "w4a16_kernel",
+           "w4a16_reference", "w4_weight_bytes", "bench_w4a16", "profile_w4a16",
+           "W4A16_NCU_METRICS"]
 
 
 # [w4a16:pack]
@@ -100,6 +101,36 @@ def w4a16_kernel(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K, stride_xm, stride_wk, stri
 # [/w4a16:kernel]
 
 
+# [w4a16:gemv]
+@triton.jit
+def w4a16_gemv_kernel(x_ptr, w_ptr, s_ptr, y_ptr, N, K, stride_wk, stride_sk,
+                      GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      SPLIT_K: tl.constexpr):
+    """One row of x (M = 1) on the CUDA cores: no Tensor-Core tile to fill with 15 empty rows.
+    The offset of 8 and the group's scale are applied once per tile, not once per weight:
+    sum_k x_k (q_k - 8) s = s (sum_k x_k q_k - 8 sum_k x_k)."""
+    pid_n, pid_k = tl.program_id(0), tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N
+    i8, j8 = tl.arange(0, BLOCK_K // 8), tl.arange(0, 8)
+    shifts = j8 * 4
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    k_span = K // SPLIT_K
+    for k0 in range(pid_k * k_span, (pid_k + 1) * k_span, BLOCK_K):
+        x = tl.load(x_ptr + k0 + i8[:, None] * 8 + j8[None, :]).to(tl.float32)   # (BLOCK_K/8, 8)
+        words = tl.load(w_ptr + (k0 // 8 + i8)[:, None] * stride_wk + offs_n[None, :],
+                        mask=n_ok[None, :], other=0)                          # (BLOCK_K/8, BLOCK_N)
+        q = ((words[:, None, :] >> shifts[None, :, None]) & 0xF).to(tl.float32)
+        dot = tl.sum(tl.sum(q * x[:, :, None], axis=1), axis=0)               # (BLOCK_N,)
+        s = tl.load(s_ptr + (k0 // GROUP) * stride_sk + offs_n, mask=n_ok, other=0.0)
+        acc += s.to(tl.float32) * (dot - 8.0 * tl.sum(tl.sum(x, axis=1), axis=0))
+    if SPLIT_K == 1:
+        tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_ok)
+    else:
+        tl.atomic_add(y_ptr + offs_n, acc, mask=n_ok)
+# [/w4a16:gemv]
+
+
 def _split_k(n: int, k: int, block_n: int, block_k: int, group: int, target_programs: int) -> int:
     """The smallest power-of-two split of K that gives at least ``target_programs`` programs
     and keeps each share a whole number of ``block_k`` tiles inside groups."""
@@ -113,8 +144,9 @@ def _split_k(n: int, k: int, block_n: int, block_k: int, group: int, target_prog
 # [w4a16:launch]
 def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, *,
                  block_n: int = 64, block_k: int = 128, split_k: int | None = None,
-                 num_warps: int = 4, num_stages: int = 4) -> torch.Tensor:
-    """``x`` (M, K) in BF16 or FP16 times the packed INT4 weight: (M, N) in ``x``'s dtype."""
+                 num_warps: int = 4, num_stages: int = 4, gemv: bool = True) -> torch.Tensor:
+    """``x`` (M, K) in BF16 or FP16 times the packed INT4 weight: (M, N) in ``x``'s dtype.
+    A single row goes to the CUDA-core kernel unless ``gemv=False``."""
     m, k = x.shape
     n = packed.shape[1]
     group = k // scales.shape[0]
@@ -127,14 +159,20 @@ def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, *,
         split_k = _split_k(n, k, block_n, block_k, group, 2 * sms)
     if k % (split_k * block_k):
         raise ValueError(f"K={k} is not a multiple of split_k * block_k = {split_k * block_k}")
-    block_m = 16                                                  # tl.dot's smallest tile
     y = torch.empty((m, n), device=x.device, dtype=x.dtype) if split_k == 1 else \
         torch.zeros((m, n), device=x.device, dtype=torch.float32)
-    grid = (triton.cdiv(n, block_n), split_k, triton.cdiv(m, block_m))
-    w4a16_kernel[grid](x, packed, scales, y, m, n, k, x.stride(0), packed.stride(0),
-                       scales.stride(0), y.stride(0), GROUP=group, BLOCK_M=block_m,
-                       BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split_k,
-                       num_warps=num_warps, num_stages=num_stages)
+    if m == 1 and gemv:
+        grid = (triton.cdiv(n, block_n), split_k)
+        w4a16_gemv_kernel[grid](x, packed, scales, y, n, k, packed.stride(0), scales.stride(0),
+                                GROUP=group, BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split_k,
+                                num_warps=num_warps, num_stages=num_stages)
+    else:
+        block_m = 16                                              # tl.dot's smallest tile
+        grid = (triton.cdiv(n, block_n), split_k, triton.cdiv(m, block_m))
+        w4a16_kernel[grid](x, packed, scales, y, m, n, k, x.stride(0), packed.stride(0),
+                           scales.stride(0), y.stride(0), GROUP=group, BLOCK_M=block_m,
+                           BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split_k,
+                           num_warps=num_warps, num_stages=num_stages)
     return y if split_k == 1 else y.to(x.dtype)
 # [/w4a16:launch]
 
@@ -156,7 +194,8 @@ def bench_w4a16(shapes=((4096, 14336), (14336, 4096)), batch=(1, 2, 4, 8, 16),
     copy_ms = bench(lambda: copy_dst.copy_(copy_src))["ms"]
     out = {"group_size": group_size, "copy_gbps": 2 * copy_src.numel() / copy_ms / 1e6,
            "shapes": []}
-    grid = list(itertools.product((32, 64, 128), (64, 128), (4, 8), (3, 4), (None, 1, 2, 4, 8)))
+    grid = list(itertools.product((64, 128, 256), (64, 128), (4, 8), (3, 4), (None, 1, 4),
+                                  (True, False)))
     for k, n in shapes:
         gen = torch.Generator(device=device).manual_seed(0)
         w = torch.randn(k, n, device=device, generator=gen) / k**0.5
@@ -164,33 +203,82 @@ def bench_w4a16(shapes=((4096, 14336), (14336, 4096)), batch=(1, 2, 4, 8, 16),
         w16 = unpack_w4(packed, scales).to(torch.bfloat16)     # the same weights, in BF16
         x1 = torch.randn(1, k, device=device, generator=gen).to(torch.bfloat16)
         tried = []
-        for bn, bk, nw, ns, sk in grid:
+        for bn, bk, nw, ns, sk, gv in grid:
             try:
                 t = bench(functools.partial(w4a16_matmul, x1, packed, scales, block_n=bn,
                                             block_k=bk, split_k=sk, num_warps=nw,
-                                            num_stages=ns))["ms"]
+                                            num_stages=ns, gemv=gv))["ms"]
             except (ValueError, RuntimeError, triton.CompilationError):
                 continue
             tried.append({"block_n": bn, "block_k": bk, "num_warps": nw, "num_stages": ns,
-                          "split_k": sk, "ms": t})
-        best = min(tried, key=lambda r: r["ms"])
-        cfg = {key: best[key]
-               for key in ("block_n", "block_k", "num_warps", "num_stages", "split_k")}
+                          "split_k": sk, "gemv": gv, "ms": t})
+        keys = ("block_n", "block_k", "num_warps", "num_stages", "split_k")
+        best1 = min(tried, key=lambda r: r["ms"])
+        best_dot = min((r for r in tried if not r["gemv"]), key=lambda r: r["ms"])
+        cfg1 = {key: best1[key] for key in (*keys, "gemv")}
+        cfg = {key: best_dot[key] for key in keys}
         rows = []
         for m in batch:
             x = torch.randn(m, k, device=device, generator=gen).to(torch.bfloat16)
-            y = w4a16_matmul(x, packed, scales, **cfg)
+            use = cfg1 if m == 1 else cfg
+            y = w4a16_matmul(x, packed, scales, **use)
             ref = w4a16_reference(x, packed, scales)
             rel = ((y.double() - ref).abs().max() / ref.abs().max()).item()
-            ours = bench(functools.partial(w4a16_matmul, x, packed, scales, **cfg))
+            ours = bench(functools.partial(w4a16_matmul, x, packed, scales, **use))
             cublas = bench(functools.partial(torch.matmul, x, w16))
             nbytes = w4_weight_bytes(k, n, group_size)
             rows.append({"m": m, "ms": ours["ms"], "cublas_ms": cublas["ms"],
+                         "tuned_ms": best1["ms"] if m == 1 else best_dot["ms"],
                          "speedup": cublas["ms"] / ours["ms"], "max_rel_err": rel,
                          "weight_gbps": nbytes / ours["ms"] / 1e6,
                          "cublas_weight_gbps": k * n * 2 / cublas["ms"] / 1e6})
-        out["shapes"].append({"k": k, "n": n, "config": cfg, "tried": tried, "rows": rows,
+        out["shapes"].append({"k": k, "n": n, "config_m1": cfg1, "config": cfg, "tried": tried,
+                              "rows": rows,
                               "weight_bytes": w4_weight_bytes(k, n, group_size),
                               "bf16_weight_bytes": k * n * 2})
     return out
 # [/w4a16:bench]
+
+
+#: Counters that decide what bounds the kernel: DRAM traffic and throughput, how busy the
+#: schedulers' issue slots are, and how many instructions each weight costs.
+W4A16_NCU_METRICS = (
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "sm__inst_executed.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+)
+
+
+def _profiled_call(k: int, n: int, m: int, config: dict, group_size: int = 128) -> None:
+    """The process ``profile_w4a16`` runs under Nsight Compute: one warm-up call, one profiled."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    packed, scales = pack_w4(torch.randn(k, n, device="cuda", generator=gen) / k**0.5, group_size)
+    x = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
+    w4a16_matmul(x, packed, scales, **config)
+    torch.cuda.synchronize()
+    w4a16_matmul(x, packed, scales, **config)
+    torch.cuda.synchronize()
+
+
+# [w4a16:profile]
+def profile_w4a16(k: int, n: int, m: int, config: dict, group_size: int = 128) -> dict:
+    """Nsight Compute counters of the W4A16 kernel for one shape and launch configuration (the
+    second launch, after a warm-up that compiles it), with the instructions per weight."""
+    import json
+    import sys
+
+    from infralens.tools.ncu import profile
+
+    code = ("import json, sys; from infralens.kernels.w4a16 import _profiled_call; "
+            f"_profiled_call({k}, {n}, {m}, json.loads(sys.argv[1]), {group_size})")
+    res = profile([sys.executable, "-c", code, json.dumps(config)], W4A16_NCU_METRICS,
+                  kernel_regex="w4a16")
+    kernels = list(res["kernels"].values())
+    last = kernels[-1] if kernels else {}
+    inst = last.get("sm__inst_executed.sum")
+    return {**res, "kernel": last,
+            "warp_instructions_per_weight": None if inst is None else inst / (k * n)}
+# [/w4a16:profile]
