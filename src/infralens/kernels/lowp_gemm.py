@@ -40,7 +40,7 @@ def bench_lowp_gemm(sizes=(4096, 8192), device: str = "cuda") -> dict:
             "fp8_fast": functools.partial(scaled, use_fast_accum=True),
         }
         flops = 2 * n**3
-        times = {name: bench(fn)["ms"] for name, fn in cases.items()}
+        times = {name: bench(fn, device=device)["ms"] for name, fn in cases.items()}
         rows.append({"n": n, **{f"{k}_ms": t for k, t in times.items()},
                      **{f"{k}_tflops": flops / t / 1e9 for k, t in times.items()},
                      **{f"{k}_speedup": times["bf16"] / t for k, t in times.items() if k != "bf16"}})
