@@ -144,9 +144,12 @@ def _split_k(n: int, k: int, block_n: int, block_k: int, group: int, target_prog
 # [w4a16:launch]
 def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, *,
                  block_n: int = 64, block_k: int = 128, split_k: int | None = None,
-                 num_warps: int = 4, num_stages: int = 4, gemv: bool = True) -> torch.Tensor:
+                 num_warps: int = 4, num_stages: int = 4, gemv: bool = True,
+                 launch_info: dict | None = None) -> torch.Tensor:
     """``x`` (M, K) in BF16 or FP16 times the packed INT4 weight: (M, N) in ``x``'s dtype.
-    A single row goes to the CUDA-core kernel unless ``gemv=False``."""
+    A single row goes to the CUDA-core kernel unless ``gemv=False``. ``launch_info``, if given,
+    receives the launch: programs, warps per program, and the compiled kernel's registers and
+    spills per thread (on a GPU)."""
     m, k = x.shape
     n = packed.shape[1]
     group = k // scales.shape[0]
@@ -163,27 +166,35 @@ def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, *,
         torch.zeros((m, n), device=x.device, dtype=torch.float32)
     if m == 1 and gemv:
         grid = (triton.cdiv(n, block_n), split_k)
-        w4a16_gemv_kernel[grid](x, packed, scales, y, n, k, packed.stride(0), scales.stride(0),
-                                GROUP=group, BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split_k,
-                                num_warps=num_warps, num_stages=num_stages)
+        handle = w4a16_gemv_kernel[grid](x, packed, scales, y, n, k, packed.stride(0),
+                                         scales.stride(0), GROUP=group, BLOCK_N=block_n,
+                                         BLOCK_K=block_k, SPLIT_K=split_k, num_warps=num_warps,
+                                         num_stages=num_stages)
     else:
         block_m = 16                                              # tl.dot's smallest tile
         grid = (triton.cdiv(n, block_n), split_k, triton.cdiv(m, block_m))
-        w4a16_kernel[grid](x, packed, scales, y, m, n, k, x.stride(0), packed.stride(0),
-                           scales.stride(0), y.stride(0), GROUP=group, BLOCK_M=block_m,
-                           BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split_k,
-                           num_warps=num_warps, num_stages=num_stages)
+        handle = w4a16_kernel[grid](x, packed, scales, y, m, n, k, x.stride(0), packed.stride(0),
+                                    scales.stride(0), y.stride(0), GROUP=group, BLOCK_M=block_m,
+                                    BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split_k,
+                                    num_warps=num_warps, num_stages=num_stages)
+    if launch_info is not None:
+        launch_info.update(programs=int(torch.tensor(grid).prod()), warps_per_program=num_warps,
+                           split_k=split_k)
+        if x.is_cuda and hasattr(handle, "n_regs"):
+            launch_info.update(registers=handle.n_regs, spills=handle.n_spills)
     return y if split_k == 1 else y.to(x.dtype)
 # [/w4a16:launch]
 
 
 # [w4a16:bench]
 def bench_w4a16(shapes=((4096, 14336), (14336, 4096)), batch=(1, 2, 4, 8, 16),
-                group_size: int = 128, device: str = "cuda") -> dict:
+                group_size: int = 128, device: str = "cuda", configs=None) -> dict:
     """Decode-shape benchmark on the GPU: for each (K, N), pick the fastest launch configuration
-    at M = 1 from a small grid, check it against the float64 reference, then time it against a
-    BF16 cuBLAS matmul (``x @ W``) for every M, and a device copy for the bandwidth ceiling, all
-    through :func:`infralens.tools.bench.bench` (L2 flushed before every call)."""
+    at M = 1 from a small grid (``configs``: tuples of block_n, block_k, num_warps, num_stages,
+    split_k, gemv) and record its launch (programs, registers); check every result against the
+    float64 reference; time it against a BF16 cuBLAS matmul (``x @ W``) for every M, and a device
+    copy for the bandwidth ceiling, all through :func:`infralens.tools.bench.bench` (L2 flushed
+    before every call)."""
     import functools
     import itertools
 
@@ -194,8 +205,10 @@ def bench_w4a16(shapes=((4096, 14336), (14336, 4096)), batch=(1, 2, 4, 8, 16),
     copy_ms = bench(lambda: copy_dst.copy_(copy_src))["ms"]
     out = {"group_size": group_size, "copy_gbps": 2 * copy_src.numel() / copy_ms / 1e6,
            "shapes": []}
-    grid = list(itertools.product((64, 128, 256), (64, 128), (4, 8), (3, 4), (None, 1, 4),
-                                  (True, False)))
+    grid = configs or (
+        list(itertools.product((64, 128, 256), (64, 128), (4,), (3, 4), (None, 1, 4, 16, 32),
+                               (True,)))
+        + list(itertools.product((64, 128), (64, 128), (4, 8), (3,), (None, 4), (False,))))
     for k, n in shapes:
         gen = torch.Generator(device=device).manual_seed(0)
         w = torch.randn(k, n, device=device, generator=gen) / k**0.5
@@ -214,9 +227,11 @@ def bench_w4a16(shapes=((4096, 14336), (14336, 4096)), batch=(1, 2, 4, 8, 16),
                           "split_k": sk, "gemv": gv, "ms": t})
         keys = ("block_n", "block_k", "num_warps", "num_stages", "split_k")
         best1 = min(tried, key=lambda r: r["ms"])
-        best_dot = min((r for r in tried if not r["gemv"]), key=lambda r: r["ms"])
+        best_dot = min((r for r in tried if not r["gemv"]), key=lambda r: r["ms"], default=best1)
         cfg1 = {key: best1[key] for key in (*keys, "gemv")}
         cfg = {key: best_dot[key] for key in keys}
+        launch: dict = {}
+        w4a16_matmul(x1, packed, scales, **cfg1, launch_info=launch)
         rows = []
         for m in batch:
             x = torch.randn(m, k, device=device, generator=gen).to(torch.bfloat16)
@@ -232,7 +247,8 @@ def bench_w4a16(shapes=((4096, 14336), (14336, 4096)), batch=(1, 2, 4, 8, 16),
                          "speedup": cublas["ms"] / ours["ms"], "max_rel_err": rel,
                          "weight_gbps": nbytes / ours["ms"] / 1e6,
                          "cublas_weight_gbps": k * n * 2 / cublas["ms"] / 1e6})
-        out["shapes"].append({"k": k, "n": n, "config_m1": cfg1, "config": cfg, "tried": tried,
+        out["shapes"].append({"k": k, "n": n, "config_m1": cfg1, "launch_m1": launch,
+                              "config": cfg, "tried": tried,
                               "rows": rows,
                               "weight_bytes": w4_weight_bytes(k, n, group_size),
                               "bf16_weight_bytes": k * n * 2})
