@@ -80,12 +80,14 @@ def quantize_activations(x: torch.Tensor, bits: int = 8, per: str = "tensor") ->
 
 
 def w8a8_output(w: torch.Tensor, x: torch.Tensor, act: str = "tensor",
-                alpha: float | None = None) -> torch.Tensor:
+                alpha: float | None = None, x_calib: torch.Tensor | None = None) -> torch.Tensor:
     """y = Q(x) Q(W)^T with INT8 weights per output channel and INT8 activations per tensor or
-    per token; with ``alpha`` the pair is smoothed first (SmoothQuant). float64."""
+    per token; with ``alpha`` the pair is smoothed first (SmoothQuant), with scales from the
+    per-channel maxima of ``x_calib`` (calibration data; ``x`` itself when not given). float64."""
     w, x = w.double(), x.reshape(-1, x.shape[-1]).double()
     if alpha is not None:
-        w, x = apply_scales(w, x, smoothquant_scales(x.abs().amax(dim=0), w, alpha))
+        calib = x if x_calib is None else x_calib.reshape(-1, x_calib.shape[-1]).double()
+        w, x = apply_scales(w, x, smoothquant_scales(calib.abs().amax(dim=0), w, alpha))
     return quantize_activations(x, 8, act) @ fake_quantize(w, 8, "channel").T
 
 
