@@ -69,14 +69,11 @@ def smoothquant_scales(x_absmax: torch.Tensor, w: torch.Tensor, alpha: float = S
 
 
 def quantize_activations(x: torch.Tensor, bits: int = 8, per: str = "tensor") -> torch.Tensor:
-    """Dynamic symmetric fake quantization of activations (n, K): one scale per tensor or per
-    token (row), from the current values."""
+    """Dynamic symmetric fake quantization of activations (n, K) from their current values: one
+    scale per tensor or per token (a row, which is the affine quantizer's "channel")."""
     if per not in ("tensor", "token"):
         raise ValueError(f"per must be 'tensor' or 'token', got {per!r}")
-    qmax = 2 ** (bits - 1) - 1
-    amax = x.abs().amax() if per == "tensor" else x.abs().amax(dim=-1, keepdim=True)
-    scale = torch.where(amax > 0, amax / qmax, torch.ones_like(amax))
-    return torch.clamp(torch.round(x / scale), -qmax - 1, qmax) * scale
+    return fake_quantize(x, bits, "channel" if per == "token" else "tensor")
 
 
 def w8a8_output(w: torch.Tensor, x: torch.Tensor, act: str = "tensor",
