@@ -79,6 +79,16 @@ FACTS: Mapping[str, Spec] = MappingProxyType({
     "h100_nvlink_links": Spec(18, "links", _H100_WP, "Fourth-generation NVLink."),
     "b200_nvlink_links": Spec(18, "links", "nvidia2024blackwell", "Fifth-generation NVLink."),
     "hgx_gpus": Spec(8, "GPUs", "nvidia2025hgx", "HGX H100, H200 and B200 boards hold eight GPUs."),
+    # Scale-out: one compute-fabric adapter per GPU in NVIDIA's DGX servers (line rates, each way).
+    "dgx_a100_compute_nics": Spec(8, "adapters", "nvidia2021dgxa100guide",
+                                  "Eight HDR InfiniBand adapters for the compute fabric, plus two for "
+                                  "storage: one per GPU."),
+    "dgx_a100_nic_bytes_per_s": Spec(200 * GB // 8, "B/s", "nvidia2021dgxa100guide",
+                                     "HDR InfiniBand, 200 Gb/s each way per adapter."),
+    "dgx_h100_compute_nics": Spec(8, "adapters", "nvidia2023dgxh100guide",
+                                  "Eight single-port ConnectX-7 adapters in four OSFP cages: one per GPU."),
+    "dgx_h100_nic_bytes_per_s": Spec(400 * GB // 8, "B/s", "nvidia2023dgxh100guide",
+                                     "NDR InfiniBand, 400 Gb/s each way per adapter."),
     "nvl72_gpus": Spec(72, "GPUs", "nvidia2024gb200nvl72",
                        "One NVLink domain: 72 Blackwell GPUs and 36 Grace CPUs."),
     "nvl72_nvlink_bytes_per_s": Spec(130 * TB, "B/s", "nvidia2024gb200nvl72",

@@ -29,6 +29,7 @@ from types import MappingProxyType
 from infralens.memory import count_parameters, kv_cache_bytes
 from infralens.memory.params import attention_params_per_layer, lm_head_params, mlp_params_per_layer
 from infralens.models import ConfigLike, ModelShape, as_shape, shipped_config
+from infralens.tools.checks import require_positive
 
 #: Training context of a shipped config where its position limit is not the context it was trained
 #: at. Mistral-7B-v0.1: ``max_position_embeddings`` is 32,768, the longest position it accepts, but
@@ -174,11 +175,21 @@ def fmt_gflop(flops: float) -> str:
     return f"{float(flops) / 10**9:,.1f} GFLOP"
 
 
+def palm_flops_per_token(params: int, layers: int, heads: int, head_dim: int, seq: int) -> int:
+    """PaLM's model FLOPs per trained token (Chowdhery et al. 2022, App. B): 6N + 12·L·H·Q·T.
+
+    N parameters, L layers, H heads of width Q, sequence length T. The attention term counts the
+    full (non-causal) score matrix, as the paper does.
+    """
+    require_positive(params=params, layers=layers, heads=heads, head_dim=head_dim, seq=seq)
+    return 6 * params + 12 * layers * heads * head_dim * seq
+
+
 def palm_training_flops_per_token(config: ConfigLike, seq_len: int) -> int:
-    """PaLM's model-FLOPs formula 6N + 12 L H Q T (N: all parameters; full, non-causal scores)."""
+    """:func:`palm_flops_per_token` of a config (N: all its parameters)."""
     shape = as_shape(config)
-    n = count_parameters(shape).total
-    return 6 * n + 12 * shape.n_layers * shape.n_heads * shape.head_dim * seq_len
+    return palm_flops_per_token(count_parameters(shape).total, shape.n_layers, shape.n_heads,
+                                shape.head_dim, seq_len)
 
 
 def attention_crossover_context(config: ConfigLike, window: int | None = None) -> Fraction | None:

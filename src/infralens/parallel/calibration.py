@@ -1,0 +1,55 @@
+"""The planner's default assumptions, calibrated from the book's own GPU records where it can.
+
+* ``matmul``: a large BF16 matmul's achieved FLOP/s over the dense peak, from the record of
+  Chapter 1's roofline (``ch01-roofline``: 8192³ on an H100). It is the ceiling for a
+  transformer's layers, whose norms, activations and attention run below it: the planner's
+  compute time is optimistic by that much, and the Lab 12 page measures how much against
+  published runs.
+* ``nvlink``: the all-reduce bus bandwidth of Lab 03's two-GPU record (``lab03-ddp-overlap``)
+  over the GPU's NVLink bandwidth each way.
+* ``network``: no record measures a network between nodes; the NVLink fraction is used, an
+  estimate.
+* ``memory_usable``: 0.9 of HBM, an estimate of what the CUDA context, NCCL's buffers and the
+  allocator's fragmentation leave (Lab 01 measures the context and allocator on one GPU).
+* ``dp_overlap``: 0, the gradient reduction is counted as exposed (conservative).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infralens.hardware import ALL_GPUS
+from infralens.parallel.plan import Assumptions
+from infralens.tools.cells.records import latest
+
+#: Estimates (not measured), each explained in the module docstring.
+MEMORY_USABLE_ESTIMATE = 0.9
+DP_OVERLAP_DEFAULT = 0.0
+
+
+def _gpu(device_name: str):
+    for gpu in ALL_GPUS.values():
+        if gpu.matches(device_name):
+            return gpu
+    raise LookupError(f"no hardware entry matches the recorded device {device_name!r}")
+
+
+def calibrated_assumptions(book: Path | None = None) -> tuple[Assumptions, dict[str, str]]:
+    """The default :class:`~infralens.parallel.plan.Assumptions` and, for each, where it came from."""
+    roof, ddp = latest("ch01-roofline", book), latest("lab03-ddp-overlap", book)
+    if roof is None or ddp is None:
+        raise LookupError("the calibration records ch01-roofline and lab03-ddp-overlap are missing")
+    mm = roof.results["matmul"]
+    matmul = mm["flops_per_s"] / _gpu(roof.provenance["gpu"]).dense_bf16_flops.value
+    link = _gpu(ddp.provenance["gpu"]).nvlink_bandwidth_bytes_per_s.value / 2
+    nvlink = ddp.results["allreduce_alone"]["busbw"] / link
+    sources = {
+        "matmul": f"ch01-roofline: {mm['m']}x{mm['n']}x{mm['k']} bf16 matmul on {roof.provenance['gpu']}",
+        "nvlink": f"lab03-ddp-overlap: all-reduce bus bandwidth, {ddp.results['world']} x "
+                  f"{ddp.provenance['gpu']}",
+        "network": "estimate: the NVLink fraction (no inter-node record)",
+        "memory_usable": "estimate",
+        "dp_overlap": "assumption: exposed",
+    }
+    return Assumptions(matmul=matmul, nvlink=nvlink, network=nvlink,
+                       memory_usable=MEMORY_USABLE_ESTIMATE, dp_overlap=DP_OVERLAP_DEFAULT), sources

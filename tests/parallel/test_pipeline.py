@@ -1,0 +1,70 @@
+"""The simulated schedules against the bubble formulas and the activation counts they imply."""
+
+import pytest
+
+from infralens.parallel import pipeline_bubble
+from infralens.parallel.pipeline import schedule_order, simulate
+
+GRID = [(2, 2), (2, 6), (4, 4), (4, 8), (4, 12), (8, 16), (3, 7)]
+
+
+@pytest.mark.parametrize("p,m", GRID)
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("t_f,t_b", [(1.0, 2.0), (1.0, 1.0), (0.5, 1.5)])
+def test_gpipe_and_1f1b_bubble(schedule, p, m, t_f, t_b):
+    t = simulate(schedule, p, m, t_f=t_f, t_b=t_b)
+    assert t.bubble == pytest.approx(pipeline_bubble(p, m))
+    assert t.makespan == pytest.approx((m + p - 1) * (t_f + t_b))
+
+
+@pytest.mark.parametrize("p,m,v", [(2, 4, 2), (4, 8, 2), (4, 8, 4), (4, 4, 2), (8, 16, 2), (3, 9, 3)])
+def test_interleaved_bubble_and_first_stage_memory(p, m, v):
+    t = simulate("interleaved", p, m, v)
+    assert t.bubble == pytest.approx(pipeline_bubble(p, m, v))
+    # Korthikanti et al.: the first stage holds 1 + (p-1)/(pv) times 1F1B's p micro-batches;
+    # in chunks of 1/v stage each, p·v + p - 1 of them (all m·v when the warm-up covers the batch)
+    assert t.peak_in_flight(0) == min(p * v + p - 1, m * v)
+
+
+@pytest.mark.parametrize("p,m", GRID)
+def test_memory_per_stage(p, m):
+    one = simulate("1f1b", p, m)
+    gpipe = simulate("gpipe", p, m)
+    naive = simulate("naive", p, m)
+    for s in range(p):
+        assert one.peak_in_flight(s) == min(p - s, m)
+        assert gpipe.peak_in_flight(s) == m
+        assert naive.peak_in_flight(s) == 1
+    assert naive.bubble == pytest.approx(p - 1)  # one micro-batch at a time: every stage waits
+
+
+@pytest.mark.parametrize("schedule,v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2)])
+def test_every_op_waits_for_its_input(schedule, v):
+    p, m = 4, 8
+    t = simulate(schedule, p, m, v)
+    end = {(op.kind, op.microbatch, op.chunk * p + op.stage): op.end for op in t.ops}
+    for op in t.ops:
+        vs = op.chunk * p + op.stage
+        if op.kind == "F" and vs:
+            assert op.start >= end[("F", op.microbatch, vs - 1)]
+        if op.kind == "B":
+            prev = ("B", op.microbatch, vs + 1) if vs < p * v - 1 else ("F", op.microbatch, vs)
+            assert op.start >= end[prev]
+    for s in range(p):  # a stage runs one op at a time
+        ops = sorted((o for o in t.ops if o.stage == s), key=lambda o: o.start)
+        assert all(a.end <= b.start for a, b in zip(ops, ops[1:], strict=False))
+    assert len(t.ops) == 2 * p * m * v
+
+
+def test_orders_and_bad_input():
+    orders = schedule_order("1f1b", 4, 6)
+    assert orders[3][:4] == [("F", 0, 0), ("B", 0, 0), ("F", 1, 0), ("B", 1, 0)]
+    assert [k for k, *_ in orders[0][:4]] == ["F", "F", "F", "F"]
+    with pytest.raises(ValueError):
+        simulate("interleaved", 4, 6, 2)  # m must be a multiple of p
+    with pytest.raises(ValueError):
+        simulate("1f1b", 4, 8, v=2)
+    with pytest.raises(ValueError):
+        simulate("zero", 4, 8)
+    with pytest.raises(ValueError):
+        pipeline_bubble(0, 8)
