@@ -12,7 +12,7 @@ from infralens.models.shipped import SOURCES, shipped_config, shipped_config_nam
 
 def test_shipped_names_match_sources_and_files():
     assert shipped_config_names() == tuple(sorted(SOURCES))
-    assert len(SOURCES) == 12
+    assert len(SOURCES) == 11
 
 
 @pytest.mark.parametrize("name", sorted(SOURCES))
@@ -41,7 +41,6 @@ PUBLISHED = {
     "llama-2-13b": (5120, 40, 40, 40, 32000),
     "llama-3-8b": (4096, 32, 32, 8, 128256),      # Meta Llama 3 model card: GQA for both sizes
     "llama-3-70b": (8192, 80, 64, 8, 128256),
-    "llama-3.1-405b": (16384, 126, 128, 8, 128256),  # Grattafiori et al. 2024, Table 3; model card
     "mistral-7b-v0.1": (4096, 32, 32, 8, 32000),  # Jiang et al. 2023, Table 1
     "mixtral-8x7b-v0.1": (4096, 32, 32, 8, 32000),  # Jiang et al. 2024: 8 experts, top-2
     "qwen2-0.5b": (896, 24, 14, 2, 151936),       # Qwen2 technical report, Table 1

@@ -22,7 +22,7 @@ def test_bad_bandwidth(bad):
 def test_defaults_come_from_the_hardware_module():
     c = cluster_from_dict({"gpu": "h100", "nodes": 1, "gpus_per_node": 8})
     assert c.intra_node_bandwidth == GPUS["h100"].nvlink_bandwidth_bytes_per_s.value / 2
-    assert c.n_gpus == 8 and c.bandwidth(8) == c.intra_node_bandwidth
+    assert c.n_gpus == 8 and c.inter_node_bandwidth == c.intra_node_bandwidth  # one node
 
 
 @pytest.mark.parametrize("raw,message", [

@@ -19,3 +19,11 @@ def test_llama3_rows():
     for r in LLAMA3_405B:
         assert r.tp * r.cp * r.pp * r.dp == r.gpus
         assert r.global_batch * r.seq == 16 * 2**20  # "16M" tokens per batch
+
+
+def test_llama3_405b_shape_has_the_published_parameter_count():
+    from infralens.memory import count_parameters
+    from infralens.parallel.published import LLAMA3_405B_SHAPE
+
+    # the released checkpoint's total (Hugging Face model card of Llama-3.1-405B: 405,853,388,800)
+    assert count_parameters(LLAMA3_405B_SHAPE).total == 405_853_388_800

@@ -21,7 +21,6 @@ SOURCES: dict[str, str] = {
     "llama-2-13b": "meta-llama/Llama-2-13b-hf",
     "llama-3-8b": "meta-llama/Meta-Llama-3-8B",
     "llama-3-70b": "meta-llama/Meta-Llama-3-70B",
-    "llama-3.1-405b": "meta-llama/Llama-3.1-405B",
     "mistral-7b-v0.1": "mistralai/Mistral-7B-v0.1",
     "mixtral-8x7b-v0.1": "mistralai/Mixtral-8x7B-v0.1",
     "qwen2-0.5b": "Qwen/Qwen2-0.5B",

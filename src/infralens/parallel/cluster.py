@@ -56,11 +56,6 @@ class Cluster:
     def n_gpus(self) -> int:
         return self.nodes * self.gpus_per_node
 
-    def bandwidth(self, group_span: int) -> float:
-        """Per-GPU bandwidth of a communicator whose ranks span ``group_span`` consecutive GPUs:
-        NVLink inside one node, the network once it crosses a node boundary."""
-        return self.intra_node_bandwidth if group_span <= self.gpus_per_node else self.inter_node_bandwidth
-
 
 def parse_bandwidth(value: Any, field: str) -> float:
     """``value`` in bytes per second: a positive number, or a string such as ``"400 Gb/s"``."""

@@ -234,8 +234,12 @@ def _active_mlp(shape: ModelShape) -> int:
     return (mlp_params_per_layer(shape) - router) // shape.n_experts * shape.experts_per_token + router
 
 
-def _ring_time(op: str, n: int, size: float, bandwidth: float) -> float:
-    return collective_bytes(op, n, int(size)) / bandwidth if n > 1 else 0.0
+def _link(cluster: Cluster, span: int, assume: Assumptions) -> float:
+    """Achieved per-GPU bandwidth of a communicator spanning ``span`` consecutive ranks: NVLink
+    (times ``nvlink``) inside one node, the network (times ``network``) across nodes."""
+    if span <= cluster.gpus_per_node:
+        return cluster.intra_node_bandwidth * assume.nvlink
+    return cluster.inter_node_bandwidth * assume.network
 
 
 def estimate(job: Job, cluster: Cluster, plan: Plan, assume: Assumptions) -> Estimate:
@@ -247,6 +251,7 @@ def estimate(job: Job, cluster: Cluster, plan: Plan, assume: Assumptions) -> Est
     s_local = s // c
     layers = math.ceil(L / p)  # the fullest stage
 
+    # [parallel:memory]
     # memory: the first stage (embedding) and the last (LM head, logits); keep the heavier
     per_layer = _layer_params(shape, t, e)
     embed = embedding_params(shape) / t
@@ -267,7 +272,9 @@ def estimate(job: Job, cluster: Cluster, plan: Plan, assume: Assumptions) -> Est
                        "activations": int(held), "logits": int(logits) if last else 0})
     memory = max(stages, key=lambda x: sum(x.values()))
     capacity = int(cluster.gpu.hbm_capacity_bytes.value * assume.memory_usable)
+    # [/parallel:memory]
 
+    # [parallel:time]
     # compute of one micro-batch on the slowest stage
     peak = cluster.gpu.dense_bf16_flops.value
     mm, attn, head_f = _forward_flops(shape, s)
@@ -279,32 +286,28 @@ def estimate(job: Job, cluster: Cluster, plan: Plan, assume: Assumptions) -> Est
     slot_compute = (3 * stage_fwd + extra + 3 * last_head) / (assume.matmul * peak)
 
     # tensor parallelism: all-reduces of b·s·h (16-bit) per layer on the critical path
-    bw_tp = cluster.bandwidth(t) * assume.nvlink if t <= cluster.gpus_per_node else \
-        cluster.inter_node_bandwidth * assume.network
+    bw_tp = _link(cluster, t, assume)
     ar_size = 2 * tokens_mb * h
     n_ar = 4 + (2 if plan.recompute == "full" else 0)
     tp_bytes_mb = layers * n_ar * collective_bytes("all_reduce", t, ar_size)
     slot_tp = tp_bytes_mb / bw_tp if t > 1 else 0.0
 
     # pipeline point-to-point: 2v activations of b·s·h/t per micro-batch per stage
-    pp_span = t * c * d * 2
-    bw_pp = (cluster.intra_node_bandwidth * assume.nvlink if pp_span <= cluster.gpus_per_node
-             else cluster.inter_node_bandwidth * assume.network)
+    bw_pp = _link(cluster, 2 * t * c * d, assume)  # neighbour stages are t·cp·dp ranks apart
     pp_bytes_mb = (2 * v * ar_size / t) if p > 1 else 0.0
     slot_pp = pp_bytes_mb / bw_pp
 
     # context parallelism: ring attention passes K and V (fwd), and K, V and their grads (bwd)
     kv = 2 * shape.n_kv_heads * shape.head_dim * 2 * b * s_local  # K and V of the local chunk
     cp_bytes_mb = layers * 3 * (c - 1) * kv / t if c > 1 else 0.0
-    bw_cp = cluster.bandwidth(t * c) * (assume.nvlink if t * c <= cluster.gpus_per_node else assume.network)
+    bw_cp = _link(cluster, t * c, assume)
     slot_cp = cp_bytes_mb / bw_cp
 
     # expert parallelism: dispatch and combine all-to-alls, forward and backward
     ep_bytes_mb = 0.0
     if shape.is_moe and e > 1:
         ep_bytes_mb = layers * 4 * (e - 1) / e * ar_size * shape.experts_per_token / t
-    bw_ep = cluster.bandwidth(t * c * e) * (assume.nvlink if t * c * e <= cluster.gpus_per_node
-                                            else assume.network)
+    bw_ep = _link(cluster, t * c * e, assume)
     slot_ep = ep_bytes_mb / bw_ep
 
     slots = m + (p - 1) / v
@@ -313,13 +316,12 @@ def estimate(job: Job, cluster: Cluster, plan: Plan, assume: Assumptions) -> Est
 
     # data parallelism: gradients (16-bit) once per step; ZeRO-3 re-gathers weights per micro-batch
     grad_bytes = 2 * (layers * per_layer + max(embed, head))
-    dp_span = t * c * d
-    bw_dp = (cluster.intra_node_bandwidth * assume.nvlink if dp_span <= cluster.gpus_per_node
-             else cluster.inter_node_bandwidth * assume.network)
+    bw_dp = _link(cluster, t * c * d, assume)
     dp_bytes = collective_bytes("all_reduce", d, int(grad_bytes)) if d > 1 else 0.0
     if plan.zero == 3 and d > 1:
         dp_bytes = m * 3 * collective_bytes("all_gather", d, int(grad_bytes))
     dp_time = dp_bytes / bw_dp * (1 - assume.dp_overlap)
+    # [/parallel:time]
 
     seconds = {"compute": compute, "bubble": bubble_time, "tensor parallel": m * slot_tp,
                "pipeline p2p": m * slot_pp, "data parallel": dp_time,

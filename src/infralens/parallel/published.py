@@ -5,6 +5,9 @@
   recomputation, mixed precision. Micro-batch sizes and interleaving are not in the paper; they
   come from NVIDIA's reproduction script for it (``examples/sc21/run_table_1.sh``), where the
   interleaving is given as layers per virtual stage.
+* :data:`LLAMA3_405B_SHAPE`: the model (Grattafiori et al. 2024, Table 3: 126 layers, width
+  16,384, FFN 53,248, 128 heads, 8 key/value heads), with the released tokenizer's vocabulary of
+  128,256 (the paper rounds it to 128K).
 * :data:`LLAMA3_405B`: the 3D/4D layouts of Llama 3 405B's pre-training (Grattafiori et al.
   2024, Table 4) on H100 80GB. The third row's DP prints as 4 in the paper; 16,384 GPUs /
   (8 x 16 x 16) = 8, and 8 is what gives its 16M tokens per batch, so 8 is stored.
@@ -13,6 +16,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from infralens.models.config import ModelShape
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,9 @@ class Llama3Layout:
     def global_batch(self) -> int:
         return self.batch_per_dp * self.dp
 
+
+LLAMA3_405B_SHAPE = ModelShape(family="llama", vocab_size=128256, d_model=16384, n_layers=126,
+                               n_heads=128, n_kv_heads=8, head_dim=128, d_ff=53248)
 
 LLAMA3_405B: tuple[Llama3Layout, ...] = (
     Llama3Layout(8192, 8, 1, 16, 64, 8192, 32, 430, 43),
