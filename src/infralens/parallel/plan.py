@@ -30,8 +30,9 @@ The model of one training iteration (every term is per GPU; the assumptions are 
   counted in full (not overlapped).
 
 Ranks are laid out TP fastest, then CP, DP, PP (Megatron-LM's order), so a TP group spans ``t``
-consecutive GPUs, a DP group ``t·cp·dp`` and a pipeline neighbour is ``t·cp·dp`` away; a
-communicator that fits in one node runs on NVLink, otherwise on the network.
+consecutive GPUs, a DP group ``t·cp·dp`` and a pipeline ``t·cp·dp·p``; a communicator that fits
+in one node runs on NVLink, otherwise on the network (a pipeline with one boundary between nodes
+waits for that boundary at every step).
 """
 
 from __future__ import annotations
@@ -293,7 +294,7 @@ def estimate(job: Job, cluster: Cluster, plan: Plan, assume: Assumptions) -> Est
     slot_tp = tp_bytes_mb / bw_tp if t > 1 else 0.0
 
     # pipeline point-to-point: 2v activations of b·s·h/t per micro-batch per stage
-    bw_pp = _link(cluster, 2 * t * c * d, assume)  # neighbour stages are t·cp·dp ranks apart
+    bw_pp = _link(cluster, t * c * d * p, assume)  # the pipeline's span: one crossing sets the pace
     pp_bytes_mb = (2 * v * ar_size / t) if p > 1 else 0.0
     slot_pp = pp_bytes_mb / bw_pp
 
