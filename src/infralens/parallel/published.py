@@ -3,8 +3,9 @@
 * :data:`MEGATRON_TABLE1`: the weak-scaling runs of Narayanan et al. (2021), Table 1: GPT models
   of 1.7B to 1T parameters on DGX A100 80GB nodes, sequence 2048, vocabulary 51,200, activation
   recomputation, mixed precision. Micro-batch sizes and interleaving are not in the paper; they
-  come from NVIDIA's reproduction script for it (``examples/academic_paper_scripts/sc21/run_table_1.sh``), where the
-  interleaving is given as layers per virtual stage.
+  come from NVIDIA's reproduction script for it
+  (``examples/academic_paper_scripts/sc21/run_table_1.sh``), where the interleaving is given as
+  layers per virtual stage.
 * :data:`LLAMA3_405B_SHAPE`: the model (Grattafiori et al. 2024, Table 3: 126 layers, width
   16,384, FFN 53,248, 128 heads, 8 key/value heads), with the released tokenizer's vocabulary of
   128,256 (the paper rounds it to 128K).
