@@ -12,7 +12,6 @@ whole batch at once), and records when each forward and backward of its stage st
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -22,7 +21,7 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 from infralens.models.gpt import Block, GPTConfig
-from infralens.tools.cli import OneLineParser, UsageError, output_path, positive_int, run_main, whole_file
+from infralens.tools.cli import OneLineParser, UsageError, output_path, positive_int, run_main, write_json
 from infralens.training.train_ddp import LaunchError, init_distributed, process_group
 
 PROG = "infralens.parallel.pp_check"
@@ -114,8 +113,7 @@ def _run(prepared) -> None:
         if ctx.is_main:
             report = {"world": ctx.world, "microbatches": args.microbatches, "layers": layers,
                       "ranks": everyone}
-            with whole_file(args.out) as tmp, open(tmp, "w") as f:
-                json.dump(report, f)
+            write_json(args.out, report)
             errs = {s: max(r[s]["grad_err"] for r in everyone) for s in SCHEDULES}
             print(f"{ctx.world} stages, {layers} blocks, {args.microbatches} micro-batches; "
                   f"largest gradient difference from one process: {errs}")

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from infralens.models.gpt import Block, GPTConfig
 from infralens.parallel import collective_bytes
 from infralens.parallel.tensor import COMMUNICATE, TRAFFIC, TensorParallelBlock
-from infralens.tools.cli import OneLineParser, UsageError, output_path, positive_int, run_main, whole_file
+from infralens.tools.cli import OneLineParser, UsageError, output_path, positive_int, run_main, write_json
 from infralens.training.train_ddp import LaunchError, init_distributed, process_group
 
 PROG = "infralens.parallel.tp_check"
@@ -123,8 +123,7 @@ def _run(prepared) -> None:
         if ctx.is_main:
             report = {"world": ctx.world, "hidden": args.hidden, "heads": args.heads, "batch": args.batch,
                       "seq": args.seq, "ranks": everyone}
-            with whole_file(args.out) as tmp, open(tmp, "w") as f:
-                json.dump(report, f)
+            write_json(args.out, report)
             print(json.dumps(everyone[0]))
 
 
