@@ -8,6 +8,9 @@ training step under GPipe and under 1F1B with ``--microbatches`` micro-batches. 
 compares its stage's gradients with the same blocks' gradients in one process (same seed, the
 whole batch at once), and records when each forward and backward of its stage started and ended
 (module hooks). Rank 0 writes JSON.
+
+``--time`` instead times the schedules on GPUs (bf16, NCCL): the mean step, and each stage's
+forward + backward of one micro-batch run alone, whose ``m``-fold sum is the step without a bubble.
 """
 
 from __future__ import annotations
@@ -87,6 +90,42 @@ def step(schedule: str, ctx, cfg: GPTConfig, layers: int, batch: int, seq: int, 
     return {"grad_err": err, "events": timeline.events}
 
 
+def timing(schedule: str, ctx, cfg: GPTConfig, layers: int, batch: int, seq: int, micro: int,
+           steps: int) -> dict:
+    per = layers // ctx.world
+    torch.manual_seed(SEED)
+    mine = nn.Sequential(*(Block(cfg) for _ in range(per))).to(ctx.device, torch.bfloat16)
+    x = torch.randn(batch, seq, cfg.d_model, device=ctx.device, dtype=torch.bfloat16)
+    target = torch.randn_like(x)
+    stage = PipelineStage(mine, ctx.rank, ctx.world, ctx.device)
+    sched = SCHEDULES[schedule](stage, n_microbatches=micro, loss_fn=loss_fn)
+
+    def run() -> None:
+        if ctx.rank == 0:
+            sched.step(x)
+        elif ctx.rank == ctx.world - 1:
+            sched.step(target=target)
+        else:
+            sched.step()
+
+    def clock(fn, n: int) -> float:
+        for _ in range(2):
+            fn()
+        torch.cuda.synchronize()
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - start) / n
+
+    step_s = clock(run, steps)
+    xm = torch.randn(batch // micro, seq, cfg.d_model, device=ctx.device, dtype=torch.bfloat16,
+                     requires_grad=True)
+    alone_s = clock(lambda: mine(xm).float().sum().backward(), steps)
+    return {"step_s": step_s, "stage_s": alone_s}
+
+
 def _prepare(argv):
     parser = OneLineParser(prog=f"torchrun --nproc-per-node N -m {PROG}", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=output_path, help="rank 0 writes the JSON here")
@@ -95,28 +134,41 @@ def _prepare(argv):
     parser.add_argument("--batch", type=positive_int, default=16)
     parser.add_argument("--seq", type=positive_int, default=32)
     parser.add_argument("--hidden", type=positive_int, default=128)
+    parser.add_argument("--time", action="store_true", help="time the schedules on GPUs instead")
+    parser.add_argument("--steps", type=positive_int, default=10)
     args = parser.parse_args(argv)
     if args.batch % args.microbatches:
         raise UsageError(f"--microbatches {args.microbatches} must divide --batch {args.batch}")
-    return args, init_distributed("cpu")
+    return args, init_distributed("cuda" if args.time else "cpu")
 
 
 def _run(prepared) -> None:
     args, ctx = prepared
-    cfg = GPTConfig(d_model=args.hidden, n_heads=4, n_layers=1, n_positions=args.seq)
+    cfg = GPTConfig(d_model=args.hidden, n_heads=max(4, args.hidden // 128), n_layers=1,
+                    n_positions=args.seq)
     layers = args.layers_per_stage * ctx.world
     with process_group(ctx):
-        res = {name: step(name, ctx, cfg, layers, args.batch, args.seq, args.microbatches)
-               for name in SCHEDULES}
+        if args.time:
+            res = {name: timing(name, ctx, cfg, layers, args.batch, args.seq, args.microbatches,
+                                args.steps) for name in SCHEDULES}
+        else:
+            res = {name: step(name, ctx, cfg, layers, args.batch, args.seq, args.microbatches)
+                   for name in SCHEDULES}
         everyone = [None] * ctx.world
         dist.all_gather_object(everyone, res)
         if ctx.is_main:
             report = {"world": ctx.world, "microbatches": args.microbatches, "layers": layers,
                       "ranks": everyone}
             write_json(args.out, report)
-            errs = {s: max(r[s]["grad_err"] for r in everyone) for s in SCHEDULES}
-            print(f"{ctx.world} stages, {layers} blocks, {args.microbatches} micro-batches; "
-                  f"largest gradient difference from one process: {errs}")
+            if args.time:
+                for name in SCHEDULES:
+                    ideal = args.microbatches * max(r[name]["stage_s"] for r in everyone)
+                    step_s = everyone[0][name]["step_s"]
+                    print(f"{name}: step {step_s * 1e3:.1f} ms, bubble {step_s / ideal - 1:.3f}")
+            else:
+                errs = {s: max(r[s]["grad_err"] for r in everyone) for s in SCHEDULES}
+                print(f"{ctx.world} stages, {layers} blocks, {args.microbatches} micro-batches; "
+                      f"largest gradient difference from one process: {errs}")
 
 
 def main(argv: list[str] | None = None) -> int:
