@@ -16,4 +16,5 @@ def test_without_gpus_is_one_line(capsys, tmp_path):
 def test_bad_sizes_are_one_line(capsys, tmp_path):
     assert main(["--out", str(tmp_path / "bw.json"), "--factor", "1"]) == 2
     assert main(["--out", str(tmp_path / "bw.json"), "--min-bytes", "0"]) == 2
-    assert capsys.readouterr().err.count("\n") == 2
+    assert main(["--out", str(tmp_path / "bw.json"), "--ops", "broadcast"]) == 2
+    assert capsys.readouterr().err.count("\n") == 3

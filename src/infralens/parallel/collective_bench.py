@@ -61,7 +61,11 @@ def _prepare(argv):
     parser.add_argument("--max-bytes", type=positive_int, default=4 * 1024**3)
     parser.add_argument("--factor", type=positive_int, default=4, help="size step (default 4)")
     parser.add_argument("--iters", type=positive_int, default=20)
+    parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated, from {', '.join(OPS)}")
     args = parser.parse_args(argv)
+    args.ops = tuple(args.ops.split(","))
+    if not set(args.ops) <= set(OPS):
+        raise UsageError(f"--ops: choose from {', '.join(OPS)}; got {','.join(args.ops)}")
     if args.factor < 2 or args.min_bytes > args.max_bytes:
         raise UsageError("need --factor >= 2 and --min-bytes <= --max-bytes")
     if not torch.cuda.is_available():
@@ -77,7 +81,7 @@ def _run(prepared) -> None:
         s *= args.factor
     with process_group(ctx):
         rows = []
-        for op in OPS:
+        for op in args.ops:
             for size in sizes:
                 if size % (2 * ctx.world):
                     continue

@@ -45,6 +45,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from infralens.models.gpt import GPT
+from infralens.parallel.collectives import bus_bandwidth
 from infralens.tools.cli import output_path, positive_int, run_main, write_json
 from infralens.training.train_ddp import DistContext, init_distributed, process_group, rank_config, wrap
 from infralens.training.train_single_gpu import TrainConfig, num_params
@@ -205,7 +206,7 @@ def allreduce_alone(numel: int, ctx: DistContext, repeats: int = 5) -> dict:
     nbytes = buf.numel() * buf.element_size()
     algbw = nbytes / seconds
     return {"bytes": nbytes, "seconds": seconds, "algbw": algbw,
-            "busbw": algbw * 2 * (ctx.world - 1) / ctx.world}
+            "busbw": bus_bandwidth("all_reduce", ctx.world, nbytes, seconds)}
 
 
 def measure_bucket(cfg: TrainConfig, ctx: DistContext, bucket_cap_mb: float | None, *, warmup: int,
