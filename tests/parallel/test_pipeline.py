@@ -68,3 +68,15 @@ def test_orders_and_bad_input():
         simulate("zero", 4, 8)
     with pytest.raises(ValueError):
         pipeline_bubble(0, 8)
+
+
+def test_plot_draws_every_op():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from infralens.parallel.pipeline import plot_timelines
+
+    t = simulate("interleaved", 2, 4, 2)
+    fig = plot_timelines({"a": t, "b": simulate("1f1b", 2, 4)})
+    bars = [p for p in fig.axes[0].patches]
+    assert len(bars) == len(t.ops) and len(fig.axes) == 2

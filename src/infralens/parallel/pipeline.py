@@ -187,3 +187,25 @@ def _fixed_order_policy(orders: list[list[tuple[str, int, int]]]) -> Callable:
             return orders[s][position[s] - 1]
         return None
     return choose
+
+
+def plot_timelines(timelines: dict[str, Timeline], unit: str = "a forward = 1, a backward = 2"):
+    """One row of bars per stage for each timeline (forwards blue, backwards orange, the
+    micro-batch written on each bar, later chunks shaded lighter): a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(timelines), 1, figsize=(8, 1.55 * len(timelines)), sharex=True,
+                             squeeze=False)
+    for ax, (name, t) in zip(axes[:, 0], timelines.items(), strict=True):
+        for op in t.ops:
+            shade = 1.0 - 0.55 * op.chunk / (t.v - 1) if t.v > 1 else 1.0
+            ax.barh(op.stage, op.end - op.start, left=op.start, alpha=shade, edgecolor="white",
+                    linewidth=0.5, color="tab:blue" if op.kind == "F" else "tab:orange")
+            ax.text((op.start + op.end) / 2, op.stage, str(op.microbatch), ha="center", va="center",
+                    fontsize=6)
+        ax.set_yticks(range(t.p), [f"stage {s}" for s in range(t.p)], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(name, fontsize=8, loc="left")
+    axes[-1, 0].set_xlabel(f"time ({unit})")
+    fig.tight_layout()
+    return fig
