@@ -280,6 +280,8 @@ def inputs(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("inputs")
     (d / "adir").mkdir()
     (d / "malformed.json").write_text("{not json")
+    (d / "cluster.yaml").write_text("gpu: h100\nnodes: 1\ngpus_per_node: 8\n")
+    (d / "badgpu.yaml").write_text("gpu: v100\nnodes: 1\ngpus_per_node: 8\n")
     (d / "heads.json").write_text(json.dumps({
         "model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
         "num_hidden_layers": 32, "num_attention_heads": 30}))
@@ -469,6 +471,33 @@ BAD_INPUT = [
     (f"{RANK0_OF_2} infralens.training.fsdp_shards --out {{in}}/adir", "is a folder"),
     (f"{RANK0_OF_2} infralens.training.fsdp_shards --out {{out}}/nodir/m.json", "does not exist"),
     (f"{RANK0_OF_2} infralens.training.fsdp_shards --batch 5000", "has 2,047 such windows"),
+    # python -m infralens.parallel.plan: model, cluster file, sizes and options
+    ("infralens.parallel.plan --model llama-3-8b --cluster {in}/none.yaml --seq 8 --global-batch 8",
+     "cannot read cluster file"),
+    ("infralens.parallel.plan --model llama-3-8b --cluster {in}/malformed.json --seq 8 --global-batch 8",
+     "not valid YAML"),
+    ("infralens.parallel.plan --gpt 2,64 --cluster {in}/cluster.yaml --seq 8 --global-batch 8",
+     "--gpt takes layers,hidden,heads"),
+    ("infralens.parallel.plan --hf-config {in}/heads.json --cluster {in}/cluster.yaml --seq 8 "
+     "--global-batch 8", "does not divide 'hidden_size'"),
+    ("infralens.parallel.plan --model llama-3-8b --cluster {in}/cluster.yaml --seq 0 --global-batch 8",
+     "expected a positive integer, got 0"),
+    ("infralens.parallel.plan --model llama-3-8b --cluster {in}/cluster.yaml --seq 8 --global-batch 8 "
+     "--zero 4", "--zero: expected ddp, 1, 2 or 3"),
+    ("infralens.parallel.plan --model llama-3-8b --cluster {in}/badgpu.yaml --seq 8 --global-batch 8",
+     "unknown gpu 'v100'"),
+    ("infralens.parallel.tp_check", "required: --out"),
+    ("infralens.parallel.tp_check --out {out}/t.json", "start this under torchrun"),
+    (f"{RANK0_OF_2} infralens.parallel.tp_check --out {{out}}/t.json --hidden 30 --heads 4",
+     "--heads 4 must divide --hidden 30"),
+    (f"{RANK0_OF_2} infralens.parallel.tp_check --out {{in}}/adir", "is a folder"),
+    ("infralens.parallel.pp_check --out {out}/p.json", "start this under torchrun"),
+    (f"{RANK0_OF_2} infralens.parallel.pp_check --out {{out}}/p.json --microbatches 3",
+     "--microbatches 3 must divide --batch 16"),
+    (f"{RANK0_OF_2} infralens.parallel.collective_bench --out {{out}}/b.json --ops broadcast",
+     "--ops: choose from"),
+    (f"{RANK0_OF_2} infralens.parallel.collective_bench --out {{out}}/b.json --factor 1",
+     "need --factor >= 2"),
 ]
 
 
