@@ -11,7 +11,9 @@ def test_calibration_reads_the_records():
     gpu = next(g for g in GPUS.values() if g.matches(roof.provenance["gpu"]))
     assert a.matmul == roof.results["matmul"]["flops_per_s"] / gpu.dense_bf16_flops.value
     assert 0 < a.matmul < 1 and 0 < a.nvlink < 1 and a.network == a.nvlink
-    ddp = latest("lab03-ddp-overlap")
-    gpu = next(g for g in GPUS.values() if g.matches(ddp.provenance["gpu"]))
-    assert a.nvlink == ddp.results["allreduce_alone"]["busbw"] / (gpu.nvlink_bandwidth_bytes_per_s.value / 2)
+    coll = latest("ch06-collectives")
+    ring = [r for r in coll.results["runs"]["Ring"]["rows"] if r["op"] == "all_reduce"]
+    gpu = next(g for g in GPUS.values() if g.matches(coll.provenance["gpu"]))
+    assert a.nvlink == ring[-1]["busbw"] / (gpu.nvlink_bandwidth_bytes_per_s.value / 2)
+    assert ring[-1]["bytes"] == max(r["bytes"] for r in ring)
     assert set(sources) == {"matmul", "nvlink", "network", "memory_usable", "dp_overlap"}

@@ -5,8 +5,8 @@
   transformer's layers, whose norms, activations and attention run below it: the planner's
   compute time is optimistic by that much, and the Lab 12 page measures how much against
   published runs.
-* ``nvlink``: the all-reduce bus bandwidth of Lab 03's two-GPU record (``lab03-ddp-overlap``)
-  over the GPU's NVLink bandwidth each way.
+* ``nvlink``: the ring all-reduce's bus bandwidth at the largest size of Chapter 6's collective
+  sweep (``ch06-collectives``, every GPU of one node) over the GPU's NVLink bandwidth each way.
 * ``network``: no record measures a network between nodes; the NVLink fraction is used, an
   estimate.
 * ``memory_usable``: 0.9 of HBM, an estimate of what the CUDA context, NCCL's buffers and the
@@ -36,17 +36,19 @@ def _gpu(device_name: str):
 
 def calibrated_assumptions(book: Path | None = None) -> tuple[Assumptions, dict[str, str]]:
     """The default :class:`~infralens.parallel.plan.Assumptions` and, for each, where it came from."""
-    roof, ddp = latest("ch01-roofline", book), latest("lab03-ddp-overlap", book)
-    if roof is None or ddp is None:
-        raise LookupError("the calibration records ch01-roofline and lab03-ddp-overlap are missing")
+    roof, coll = latest("ch01-roofline", book), latest("ch06-collectives", book)
+    if roof is None or coll is None or coll.results.get("skipped"):
+        raise LookupError("the calibration records ch01-roofline and ch06-collectives are missing")
     mm = roof.results["matmul"]
     matmul = mm["flops_per_s"] / _gpu(roof.provenance["gpu"]).dense_bf16_flops.value
-    link = _gpu(ddp.provenance["gpu"]).nvlink_bandwidth_bytes_per_s.value / 2
-    nvlink = ddp.results["allreduce_alone"]["busbw"] / link
+    ring = coll.results["runs"]["Ring"]
+    largest = max((r for r in ring["rows"] if r["op"] == "all_reduce"), key=lambda r: r["bytes"])
+    link = _gpu(coll.provenance["gpu"]).nvlink_bandwidth_bytes_per_s.value / 2
+    nvlink = largest["busbw"] / link
     sources = {
         "matmul": f"ch01-roofline: {mm['m']}x{mm['n']}x{mm['k']} bf16 matmul on {roof.provenance['gpu']}",
-        "nvlink": f"lab03-ddp-overlap: all-reduce bus bandwidth, {ddp.results['world']} x "
-                  f"{ddp.provenance['gpu']}",
+        "nvlink": f"ch06-collectives: ring all-reduce of {largest['bytes'] / 2**30:g} GiB, "
+                  f"{ring['world']} x {coll.provenance['gpu']}",
         "network": "estimate: the NVLink fraction (no inter-node record)",
         "memory_usable": "estimate",
         "dp_overlap": "assumption: exposed",
