@@ -56,6 +56,24 @@ def test_every_op_waits_for_its_input(schedule, v):
     assert len(t.ops) == 2 * p * m * v
 
 
+@pytest.mark.parametrize("p,m", GRID)
+@pytest.mark.parametrize("t_f,t_b,t_w", [(1.0, 1.0, 1.0), (1.0, 1.2, 0.8), (2.0, 1.0, 1.0), (1.0, 2.0, 0.5)])
+def test_zero_bubble_h1_reaches_the_papers_bubble(p, m, t_f, t_b, t_w):
+    zb = simulate("zb-h1", p, m, t_f=t_f, t_b=t_b, t_w=t_w)
+    one = simulate("1f1b", p, m, t_f=t_f, t_b=t_b + t_w)  # the same work, backward not split
+    work = m * (t_f + t_b + t_w)
+    # Qi et al. (2024), Table 2: ZB-H1 (p-1)(T_F + T_B - T_W) against 1F1B's (p-1)(T_F + T_B + T_W)
+    assert zb.makespan - work == pytest.approx((p - 1) * (t_f + t_b - t_w))
+    assert one.makespan - work == pytest.approx((p - 1) * (t_f + t_b + t_w))
+    assert max(zb.peak_in_flight(s) for s in range(p)) <= min(p + 1, m)
+    end = {(o.kind, o.microbatch, o.stage): o.end for o in zb.ops}
+    for o in zb.ops:  # every W after its own B; every B after the next stage's
+        if o.kind == "W":
+            assert o.start >= end[("B", o.microbatch, o.stage)]
+        if o.kind == "B" and o.stage < p - 1:
+            assert o.start >= end[("B", o.microbatch, o.stage + 1)]
+
+
 def test_orders_and_bad_input():
     orders = schedule_order("1f1b", 4, 6)
     assert orders[3][:4] == [("F", 0, 0), ("B", 0, 0), ("F", 1, 0), ("B", 1, 0)]
@@ -66,8 +84,13 @@ def test_orders_and_bad_input():
         simulate("1f1b", 4, 8, v=2)
     with pytest.raises(ValueError):
         simulate("zero", 4, 8)
+    assert [k for k, *_ in schedule_order("zb-h1", 2, 3)[1]] == ["F", "B", "F", "B", "W", "F", "B", "W", "W"]
     with pytest.raises(ValueError):
         pipeline_bubble(0, 8)
+    with pytest.raises(ValueError):
+        simulate("zb-h1", 4, 8)  # needs the weight-gradient time
+    with pytest.raises(ValueError):
+        simulate("1f1b", 4, 8, t_w=1.0)
 
 
 def test_plot_draws_every_op():

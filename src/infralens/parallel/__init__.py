@@ -4,7 +4,7 @@ a planner that puts them together for a model on a cluster.
 * :mod:`~infralens.parallel.collectives`: bytes each rank sends, bus bandwidth, and five
   all-reduce algorithms in the α-β model.
 * :mod:`~infralens.parallel.pipeline`: the bubble formula and a schedule simulator (naive,
-  GPipe, 1F1B, interleaved 1F1B).
+  GPipe, 1F1B, interleaved 1F1B, zero-bubble ZB-H1).
 * :mod:`~infralens.parallel.flops`: parameters, FLOPs per iteration, training days and MFU.
 * :mod:`~infralens.parallel.plan`: the planner and its command line,
   ``python -m infralens.parallel.plan``; :mod:`~infralens.parallel.cluster` reads the cluster

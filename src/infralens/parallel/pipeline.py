@@ -11,6 +11,13 @@ on a stage where GPipe keeps ``m``. The interleaved schedule gives each stage ``
 ``L/(pv)`` layers (virtual stages ``c·p + s``); each chunk's F and B take ``1/v`` as long and
 the bubble shrinks ``v`` times, for ``v`` times more point-to-point messages.
 
+Zero-bubble schedules (Qi et al. 2024) split the backward into B, the input gradient the
+previous stage waits for, and W, the weight gradient nobody waits for. ``"zb-h1"`` here is 1F1B's
+order with B and W split and each stage ``s`` deferring up to ``min(s+1, p-1)`` Ws, which run in
+the cool-down while the stage waits for the next B. It reaches the paper's ZB-H1 bubble,
+``(p-1)(t_f + t_b - t_w)``; counted until their W, its stages hold one micro-batch more than
+1F1B's first stage (that extra one needs only what its W reads).
+
 The simulator is exact for the model it states (fixed op times, no communication time); it
 does not model communication, unequal stages or the optimizer step.
 """
@@ -25,7 +32,7 @@ from infralens.tools.checks import require_positive
 
 __all__ = ["SCHEDULES", "Op", "Timeline", "pipeline_bubble", "schedule_order", "simulate"]
 
-SCHEDULES: tuple[str, ...] = ("naive", "gpipe", "1f1b", "interleaved")
+SCHEDULES: tuple[str, ...] = ("naive", "gpipe", "1f1b", "interleaved", "zb-h1")
 
 
 # [parallel:pipeline-bubble]
@@ -43,7 +50,7 @@ class Op:
     """One pass of one micro-batch through one chunk of one stage, placed in time."""
 
     stage: int
-    kind: str  # "F" or "B"
+    kind: str  # "F", "B" (the whole backward, or its input-gradient part in zb-h1), "W"
     microbatch: int
     chunk: int
     start: float
@@ -75,10 +82,12 @@ class Timeline:
         return (self.makespan - work) / work
 
     def peak_in_flight(self, stage: int) -> int:
-        """Most micro-batch chunks whose forward has started on ``stage`` and whose backward has
-        not finished: the activations the stage holds at its peak."""
+        """Most micro-batch chunks whose forward has started on ``stage`` and whose last backward
+        pass (B, or W where the backward is split) has not finished: what the stage holds at its
+        peak."""
+        last = "W" if any(op.kind == "W" for op in self.ops) else "B"
         events = sorted((op.start if op.kind == "F" else op.end, op.kind == "F")
-                        for op in self.ops if op.stage == stage)
+                        for op in self.ops if op.stage == stage and op.kind in ("F", last))
         held = peak = 0
         for _, is_forward in events:  # a release at time t sorts before a forward starting at t
             held += 1 if is_forward else -1
@@ -99,6 +108,9 @@ def schedule_order(schedule: str, p: int, m: int, v: int = 1) -> list[list[tuple
     _check(schedule, p, m, v)
     orders = []
     for s in range(p):
+        if schedule == "zb-h1":
+            orders.append(_zb_h1_order(s, p, m))
+            continue
         if schedule == "naive":  # one micro-batch at a time through the whole pipeline
             order = [op for i in range(m) for op in (("F", i, 0), ("B", i, 0))]
         elif schedule == "gpipe":
@@ -122,6 +134,25 @@ def schedule_order(schedule: str, p: int, m: int, v: int = 1) -> list[list[tuple
     return orders
 
 
+def _zb_h1_order(s: int, p: int, m: int) -> list[tuple[str, int, int]]:
+    """1F1B's order with each backward split into B and W, up to ``min(s+1, p-1)`` Ws deferred."""
+    lag = min(s + 1, p - 1)
+    warm = min(p - s - 1, m)
+    order = [("F", i, 0) for i in range(warm)]
+    deferred: list[int] = []
+    for i in range(m - warm):  # steady phase: F, B, and the Ws past the lag
+        order += [("F", warm + i, 0), ("B", i, 0)]
+        deferred.append(i)
+        while len(deferred) > lag:
+            order.append(("W", deferred.pop(0), 0))
+    for i in range(m - warm, m):  # cool-down: a deferred W fills the wait for each B
+        if deferred:
+            order.append(("W", deferred.pop(0), 0))
+        order.append(("B", i, 0))
+        deferred.append(i)
+    return order + [("W", i, 0) for i in deferred]
+
+
 def _check(schedule: str, p: int, m: int, v: int) -> None:
     require_positive(p=p, m=m, v=v)
     if schedule not in SCHEDULES:
@@ -133,28 +164,34 @@ def _check(schedule: str, p: int, m: int, v: int) -> None:
 
 
 def simulate(schedule: str, p: int, m: int, v: int = 1, t_f: float = 1.0,
-             t_b: float = 2.0) -> Timeline:
+             t_b: float = 2.0, t_w: float = 0.0) -> Timeline:
     """Place every op of ``schedule`` in time; ``t_f``, ``t_b`` are one stage's F and B times for a
-    micro-batch (a chunk takes ``1/v`` of them). Each op starts as soon as its stage is free and
-    its input has arrived (communication takes no time)."""
+    micro-batch (a chunk takes ``1/v`` of them). For ``"zb-h1"`` ``t_b`` is the input-gradient
+    part of the backward and ``t_w`` the weight-gradient part; the other schedules take
+    ``t_w = 0``. Each op starts as soon as its stage is free and its input has arrived
+    (communication takes no time)."""
     _check(schedule, p, m, v)
-    if not (t_f > 0 and t_b > 0):
-        raise ValueError("t_f and t_b must be positive")
+    if not (t_f > 0 and t_b > 0 and t_w >= 0):
+        raise ValueError("t_f and t_b must be positive and t_w non-negative")
+    if (schedule == "zb-h1") != (t_w > 0):
+        raise ValueError("zb-h1 needs the weight-gradient time t_w > 0; the other schedules t_w = 0")
     n_virtual = p * v
-    duration = {"F": t_f / v, "B": t_b / v}
+    duration = {"F": t_f / v, "B": t_b / v, "W": t_w / v}
     done: dict[tuple[str, int, int], float] = {}  # (kind, microbatch, virtual stage) -> end time
 
     def deps(kind: str, i: int, vs: int) -> list[tuple[str, int, int]]:
         if kind == "F":
             return [("F", i, vs - 1)] if vs else []
-        return [("B", i, vs + 1)] if vs < n_virtual - 1 else [("F", i, vs)]
+        if kind == "B":
+            return [("B", i, vs + 1)] if vs < n_virtual - 1 else [("F", i, vs)]
+        return [("B", i, vs)]  # W: after this stage's B
 
     choose = _fixed_order_policy(schedule_order(schedule, p, m, v))
 
     ops: list[Op] = []
     free = [0.0] * p  # when each stage finishes its current op
     clock = 0.0
-    total = 2 * p * m * v
+    total = (3 if schedule == "zb-h1" else 2) * p * m * v
     while len(ops) < total:
         for s in range(p):
             if free[s] > clock:
@@ -190,7 +227,8 @@ def _fixed_order_policy(orders: list[list[tuple[str, int, int]]]) -> Callable:
 
 
 def plot_timelines(timelines: dict[str, Timeline], unit: str = "a forward = 1, a backward = 2"):
-    """One row of bars per stage for each timeline (forwards blue, backwards orange, the
+    """One row of bars per stage for each timeline (forwards blue, backwards orange, weight
+    gradients green where the backward is split, the
     micro-batch written on each bar, later chunks shaded lighter): a matplotlib figure."""
     import matplotlib.pyplot as plt
 
@@ -200,7 +238,7 @@ def plot_timelines(timelines: dict[str, Timeline], unit: str = "a forward = 1, a
         for op in t.ops:
             shade = 1.0 - 0.55 * op.chunk / (t.v - 1) if t.v > 1 else 1.0
             ax.barh(op.stage, op.end - op.start, left=op.start, alpha=shade, edgecolor="white",
-                    linewidth=0.5, color="tab:blue" if op.kind == "F" else "tab:orange")
+                    linewidth=0.5, color={"F": "tab:blue", "B": "tab:orange", "W": "tab:green"}[op.kind])
             ax.text((op.start + op.end) / 2, op.stage, str(op.microbatch), ha="center", va="center",
                     fontsize=6)
         ax.set_yticks(range(t.p), [f"stage {s}" for s in range(t.p)], fontsize=7)
