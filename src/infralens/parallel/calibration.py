@@ -3,8 +3,7 @@
 * ``matmul``: a large BF16 matmul's achieved FLOP/s over the dense peak, from the record of
   Chapter 1's roofline (``ch01-roofline``: 8192³ on an H100). It is the ceiling for a
   transformer's layers, whose norms, activations and attention run below it: the planner's
-  compute time is optimistic by that much, and the Lab 12 page measures how much against
-  published runs.
+  compute time is optimistic, and the Lab 12 page compares its estimates with published runs.
 * ``nvlink``: the ring all-reduce's bus bandwidth at the largest size of Chapter 6's collective
   sweep (``ch06-collectives``, every GPU of one node) over the GPU's NVLink bandwidth each way.
 * ``network``: no record measures a network between nodes; the NVLink fraction is used, an
