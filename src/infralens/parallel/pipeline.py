@@ -15,8 +15,9 @@ Zero-bubble schedules (Qi et al. 2024) split the backward into B, the input grad
 previous stage waits for, and W, the weight gradient nobody waits for. ``"zb-h1"`` here is 1F1B's
 order with B and W split and each stage ``s`` deferring up to ``min(s+1, p-1)`` Ws, which run in
 the cool-down while the stage waits for the next B. It reaches the paper's ZB-H1 bubble,
-``(p-1)(t_f + t_b - t_w)``; counted until their W, its stages hold one micro-batch more than
-1F1B's first stage (that extra one needs only what its W reads).
+``(p-1)(t_f + t_b - t_w)``, when ``m >= p`` and ``t_w <= min(t_f, t_b)`` (not beyond); counted
+until their W, all its stages but the last hold one micro-batch more than 1F1B's first stage
+(that extra one needs only what its W reads).
 
 The simulator is exact for the model it states (fixed op times, no communication time); it
 does not model communication, unequal stages or the optimizer step.
