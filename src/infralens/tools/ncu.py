@@ -184,3 +184,62 @@ def parse_raw_csv(text: str) -> dict[str, dict[str, float | None]]:
         out[kernel] = {m: _number(v) for m, v in row.items() if m and "__" in m}
     return out
 # [/ncu:source]
+
+
+# [ncu:sections]
+def parse_sections_csv(text: str) -> dict[str, dict[str, dict[str, dict]]]:
+    """``ncu --csv`` of ``--section`` runs -> {kernel: {section: {metric: {"value", "unit"}}}}.
+
+    Like :func:`parse_ncu_csv`, but keeps each metric's section and unit, which the section pages
+    (Speed Of Light, Memory Workload, Scheduler, Warp State) need to be read as ncu shows them.
+    """
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    out: dict[str, dict[str, dict[str, dict]]] = {}
+    seen: dict[str, str] = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        kernel = row.get("Kernel Name", "").split("(")[0].strip()
+        launch = row.get("ID", "")
+        if not kernel or not row.get("Metric Name"):
+            continue
+        if seen.setdefault(kernel, launch) != launch:
+            continue
+        section = row.get("Section Name", "") or "metrics"
+        out.setdefault(kernel, {}).setdefault(section, {})[row["Metric Name"]] = {
+            "value": _number(row.get("Metric Value", "")), "unit": row.get("Metric Unit", "")}
+    return out
+
+
+def profile_sections(command: Sequence[str], sections: Iterable[str], metrics: Iterable[str] = (), *,
+                     kernel_regex: str | None = None, launch_skip: int = 0, launch_count: int = 1,
+                     ncu: str | None = None, timeout: float = 600.0) -> dict:
+    """Run ``command`` under Nsight Compute with whole ``sections`` (and extra ``metrics``) and
+    return :func:`parse_sections_csv`'s table, the ncu version and the raw CSV."""
+    ncu = ncu or find_ncu()
+    if ncu is None:
+        raise FileNotFoundError("ncu (Nsight Compute) was not found")
+    version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip()
+    metrics = list(metrics)
+    available = ncu_available_metrics(ncu) if metrics else set()
+    present = [m for m in metrics if m.split(".")[0] in available] if available else metrics
+    cmd = [ncu, "--csv", "--clock-control", "none", "--launch-skip", str(launch_skip),
+           "--launch-count", str(launch_count)]
+    for section in sections:
+        cmd += ["--section", section]
+    if present:
+        cmd += ["--metrics", ",".join(present)]
+    if kernel_regex:
+        cmd += ["--kernel-name", f"regex:{kernel_regex}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "ncu.csv"
+        proc = subprocess.run([*cmd, "--log-file", str(log), *command], capture_output=True, text=True,
+                              timeout=timeout)
+        text = log.read_text(encoding="utf-8") if log.is_file() else ""
+    if '"ID"' not in text:
+        text += "\n" + proc.stdout
+    if proc.returncode != 0 or '"ID"' not in text:
+        tail = "\n".join((proc.stdout + proc.stderr + text).strip().splitlines()[-15:])
+        raise RuntimeError(f"ncu failed (exit {proc.returncode}):\n{tail}")
+    return {"ncu_version": version.splitlines()[-1] if version else "",
+            "missing": [m for m in metrics if m not in present],
+            "kernels": parse_sections_csv(text), "csv": text}
+# [/ncu:sections]

@@ -1,0 +1,112 @@
+"""A training step under ``torch.profiler``, and the three readings that answer "why is it slow".
+
+* **Top operators** by self time: where the time goes, operator by operator.
+* **Gaps**: on the GPU, the time its stream is idle between kernels inside the step; on the CPU,
+  the time the main thread spends outside any operator (Python, the optimizer loop, the
+  profiler's own bookkeeping). Large gaps mean the device waits for the host.
+* **Launch overhead**: the CPU time spent in ``cudaLaunchKernel`` against the GPU time of the
+  kernels it launched. When kernels are shorter than their launches, the step is launch-bound.
+
+:func:`profile_step` runs the book's GPT for a few steps and profiles the last one;
+:func:`read_profile` reduces the profiler's events to those readings (plain numbers, JSON-able).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from infralens.models.gpt import GPT, GPTConfig
+
+__all__ = ["StepProfile", "idle_gaps", "profile_step", "read_profile"]
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    device: str
+    step_us: float  # wall time of the profiled step (the "step" range)
+    top: list[dict]  # operators (CPU) or kernels (GPU) by self time
+    busy_us: float  # union of the operator (CPU) or kernel (GPU) intervals inside the step
+    gaps_us: float  # step_us - busy_us
+    launches: int  # cudaLaunchKernel (and cuLaunchKernel) calls; 0 on the CPU
+    launch_cpu_us: float  # CPU time in those calls
+    kernel_us: float  # GPU time of all kernels
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def idle_gaps(intervals: list[tuple[float, float]], start: float, end: float) -> tuple[float, float]:
+    """(busy, idle) microseconds of ``[start, end]`` given possibly overlapping busy intervals."""
+    busy, cursor = 0.0, start
+    for a, b in sorted((max(a, start), min(b, end)) for a, b in intervals if b > start and a < end):
+        if b <= cursor:
+            continue
+        busy += b - max(a, cursor)
+        cursor = b
+    return busy, (end - start) - busy
+
+
+def read_profile(prof, device: str, n_top: int = 10) -> StepProfile:
+    """The readings of one profiled step (the range named ``"step"``)."""
+    events = list(prof.events())
+    step = next(e for e in events if e.name == "step")
+    t0, t1 = step.time_range.start, step.time_range.end
+    inside = [e for e in events if e.time_range.start >= t0 and e.time_range.end <= t1]
+    if device == "cuda":
+        kernels = [e for e in inside if e.device_type == torch.autograd.DeviceType.CUDA]
+        intervals = [(e.time_range.start, e.time_range.end) for e in kernels]
+        by_name: dict[str, list[float]] = defaultdict(list)
+        for e in kernels:
+            by_name[e.name].append(e.time_range.elapsed_us())
+        launches = [e for e in inside if e.name in ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx")]
+        # the kernels run after their launch: their interval may end past the CPU's step range
+        t1 = max([t1, *(b for _, b in intervals)])
+    else:
+        ops = [e for e in inside if e.name != "step" and e.device_type == torch.autograd.DeviceType.CPU]
+        intervals = [(e.time_range.start, e.time_range.end) for e in ops]  # nested ones merge
+        by_name = defaultdict(list)
+        for e in inside:
+            if e.device_type == torch.autograd.DeviceType.CPU and e.name != "step":
+                by_name[e.name].append(e.self_cpu_time_total)
+        launches, kernels = [], []
+    busy, idle = idle_gaps(intervals, t0, t1)
+    top = sorted(({"name": k, "count": len(v), "self_us": sum(v)} for k, v in by_name.items()),
+                 key=lambda r: -r["self_us"])[:n_top]
+    return StepProfile(device=device, step_us=t1 - t0, top=top, busy_us=busy, gaps_us=idle,
+                       launches=len(launches),
+                       launch_cpu_us=sum(e.time_range.elapsed_us() for e in launches),
+                       kernel_us=sum(e.time_range.elapsed_us() for e in kernels))
+
+
+def profile_step(cfg: GPTConfig, batch: int, seq: int, device: str = "cpu", warmup: int = 2,
+                 amp: bool = False, n_top: int = 10) -> StepProfile:
+    """Train ``warmup`` steps, then profile one step of the GPT ``cfg`` on ``batch`` x ``seq``."""
+    torch.manual_seed(0)
+    dev = torch.device(device)
+    model = GPT(cfg).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
+    y = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
+
+    def step() -> None:
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
+            loss = model(x, y)[1]
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(warmup):
+        step()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        with torch.profiler.record_function("step"):
+            step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+    return read_profile(prof, dev.type, n_top)
