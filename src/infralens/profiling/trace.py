@@ -1,9 +1,9 @@
 """A training step under ``torch.profiler``, and the three readings that answer "why is it slow".
 
 * **Top operators** by self time: where the time goes, operator by operator.
-* **Gaps**: on the GPU, the time its stream is idle between kernels inside the step; on the CPU,
-  the time the main thread spends outside any operator (Python, the optimizer loop, the
-  profiler's own bookkeeping). Large gaps mean the device waits for the host.
+* **Gaps**: on the GPU, the time no kernel runs between the step's first kernel and its last; on
+  the CPU, the time of the step spent outside any operator (Python, the optimizer loop, the
+  profiler's own bookkeeping). Large GPU gaps mean the device waits for the host.
 * **Launch overhead**: the CPU time spent in ``cudaLaunchKernel`` against the GPU time of the
   kernels it launched. When kernels are shorter than their launches, the step is launch-bound.
 
@@ -27,7 +27,7 @@ __all__ = ["StepProfile", "idle_gaps", "profile_step", "read_profile"]
 @dataclass(frozen=True)
 class StepProfile:
     device: str
-    step_us: float  # wall time of the profiled step (the "step" range)
+    step_us: float  # CPU: the "step" range; GPU: from the step's first kernel to its last
     top: list[dict]  # operators (CPU) or kernels (GPU) by self time
     busy_us: float  # union of the operator (CPU) or kernel (GPU) intervals inside the step
     gaps_us: float  # step_us - busy_us
@@ -53,25 +53,27 @@ def idle_gaps(intervals: list[tuple[float, float]], start: float, end: float) ->
 def read_profile(prof, device: str, n_top: int = 10) -> StepProfile:
     """The readings of one profiled step (the range named ``"step"``)."""
     events = list(prof.events())
-    step = next(e for e in events if e.name == "step")
+    step = next(e for e in events if e.name == "step" and e.device_type == torch.autograd.DeviceType.CPU)
     t0, t1 = step.time_range.start, step.time_range.end
-    inside = [e for e in events if e.time_range.start >= t0 and e.time_range.end <= t1]
     if device == "cuda":
-        kernels = [e for e in inside if e.device_type == torch.autograd.DeviceType.CUDA]
+        # every kernel of the profile (it holds this step and a synchronize); not the annotations
+        # record_function mirrors onto the GPU timeline
+        kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA
+                   and not e.is_user_annotation]
         intervals = [(e.time_range.start, e.time_range.end) for e in kernels]
         by_name: dict[str, list[float]] = defaultdict(list)
         for e in kernels:
             by_name[e.name].append(e.time_range.elapsed_us())
-        launches = [e for e in inside if e.name in ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx")]
-        # the kernels run after their launch: their interval may end past the CPU's step range
-        t1 = max([t1, *(b for _, b in intervals)])
+        launches = [e for e in events if e.name in ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx")]
+        # the GPU's window: from its first kernel to its last (kernels run after their launches)
+        t0, t1 = min(a for a, _ in intervals), max(b for _, b in intervals)
     else:
+        inside = [e for e in events if e.time_range.start >= t0 and e.time_range.end <= t1]
         ops = [e for e in inside if e.name != "step" and e.device_type == torch.autograd.DeviceType.CPU]
         intervals = [(e.time_range.start, e.time_range.end) for e in ops]  # nested ones merge
         by_name = defaultdict(list)
-        for e in inside:
-            if e.device_type == torch.autograd.DeviceType.CPU and e.name != "step":
-                by_name[e.name].append(e.self_cpu_time_total)
+        for e in ops:
+            by_name[e.name].append(e.self_cpu_time_total)
         launches, kernels = [], []
     busy, idle = idle_gaps(intervals, t0, t1)
     top = sorted(({"name": k, "count": len(v), "self_us": sum(v)} for k, v in by_name.items()),
