@@ -498,6 +498,8 @@ BAD_INPUT = [
      "--ops: choose from"),
     (f"{RANK0_OF_2} infralens.parallel.collective_bench --out {{out}}/b.json --factor 1",
      "need --factor >= 2"),
+    ("infralens.profiling.targets conv", "invalid choice: 'conv'"),
+    pytest.param("infralens.profiling.targets add", "need a CUDA GPU", marks=NO_GPU),
 ]
 
 

@@ -188,3 +188,17 @@ def test_parse_raw_csv_reads_one_row_per_launch_after_the_units_line():
     assert got["transpose_tile33"] == {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 639272.0,
                                        "gpu__time_duration.sum": 20512.0}
     assert got["copy_tile"]["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] is None
+
+
+def test_parse_sections_csv_keeps_sections_units_and_the_first_launch():
+    from infralens.tools.ncu import parse_sections_csv
+
+    header = '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"'
+    rows = ['"0","gemm(int)","GPU Speed Of Light Throughput","Duration","ns","1,373,728"',
+            '"0","gemm(int)","GPU Speed Of Light Throughput","Compute (SM) Throughput","%","93.50"',
+            '"0","gemm(int)","Occupancy","Achieved Occupancy","%","14.78"',
+            '"1","gemm(int)","Occupancy","Achieved Occupancy","%","99"']
+    out = parse_sections_csv("==PROF== noise\n" + "\n".join([header, *rows]))
+    sol = out["gemm"]["GPU Speed Of Light Throughput"]
+    assert sol["Duration"] == {"value": 1373728.0, "unit": "ns"}
+    assert out["gemm"]["Occupancy"]["Achieved Occupancy"]["value"] == 14.78

@@ -49,6 +49,7 @@ def stall_reasons(sections: Mapping[str, Mapping[str, Mapping]]) -> dict[str, fl
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+# [profiling:diagnose]
 def diagnose(step: Mapping, sections: Mapping[str, Mapping[str, Mapping]] | None = None) -> list[Step]:
     """The checklist for one profiled step (a :class:`~infralens.profiling.trace.StepProfile` as a
     dict) and, optionally, the ncu sections of its top kernel."""
@@ -58,14 +59,14 @@ def diagnose(step: Mapping, sections: Mapping[str, Mapping[str, Mapping]] | None
     steps.append(Step("Is the GPU busy for the whole step?", "idle share of the step (profiler timeline)",
                       f"{idle:.0%}", "no: the GPU waits for the host" if host_bound else "yes"))
     if host_bound and step["launches"]:
-        per_launch = step["launch_cpu_us"] / step["launches"]
-        per_kernel = step["kernel_us"] / step["launches"]
-        launch_bound = per_kernel < per_launch
-        steps.append(Step("Are kernels shorter than their launches?",
-                          "mean kernel time vs mean cudaLaunchKernel time",
-                          f"{per_kernel:.1f} µs vs {per_launch:.1f} µs",
-                          "yes: launch-bound; fewer, larger kernels (fusion, CUDA graphs, bigger batch)"
-                          if launch_bound else "no: look for synchronizations and data loading"))
+        host = step["step_us"] / step["launches"]
+        gpu = step["kernel_us"] / step["launches"]
+        steps.append(Step("Does the host issue kernels more slowly than the GPU runs them?",
+                          "step time per kernel vs GPU time per kernel",
+                          f"{host:.1f} µs vs {gpu:.1f} µs",
+                          "yes: host-bound; fewer, larger kernels (fusion, torch.compile, CUDA graphs) "
+                          "or more work per kernel (a larger batch)" if host > gpu
+                          else "no: look for synchronizations and data loading"))
         return steps
     if sections is None:
         return steps
@@ -73,22 +74,28 @@ def diagnose(step: Mapping, sections: Mapping[str, Mapping[str, Mapping]] | None
     memory = _metric(sections, "Memory Throughput")
     if compute is None or memory is None:
         raise ValueError("the ncu sections lack the Speed Of Light throughputs")
+    dram = _metric(sections, "DRAM Throughput")
     compute, memory = compute / 100, memory / 100
+    dram = memory if dram is None else dram / 100
     if max(compute, memory) < SOL_LATENCY_BOUND:
         verdict = "latency-bound: neither unit is busy; read the warp stalls"
-    elif memory >= compute:
-        verdict = "memory-bound: move fewer bytes (fusion, reuse, narrower types) or move them better"
-    else:
+    elif dram >= compute:
+        verdict = "DRAM-bound: move fewer bytes (fusion, reuse, narrower types) or move them better"
+    elif compute >= memory or compute >= SOL_LATENCY_BOUND:
         verdict = "compute-bound: use the faster units (Tensor Cores, narrower types) or do less work"
-    steps.append(Step("Which unit limits the top kernel?", "Speed Of Light: compute vs memory throughput",
-                      f"{compute:.0%} vs {memory:.0%} of peak", verdict))
+    else:
+        verdict = "bound by on-chip memory (L1, shared memory, L2): reuse data in registers, avoid conflicts"
+    steps.append(Step("Which unit limits the top kernel?",
+                      "Speed Of Light: compute, memory (busiest unit), DRAM throughput",
+                      f"{compute:.0%}, {memory:.0%}, {dram:.0%} of peak", verdict))
     stalls = {k: v for k, v in stall_reasons(sections).items() if k not in NOT_STALLS}
-    if stalls:
+    if stalls and max(compute, memory) < SOL_LATENCY_BOUND:  # at a unit's peak, stalls are its cost
         top = next(iter(stalls))
         steps.append(Step("What do its warps wait for?",
                           "top warp-stall reason (cycles per issued instruction)",
                           f"{top}: {stalls[top]:.2f}", _STALL_HINTS.get(top, "see the Warp State section")))
     return steps
+# [/profiling:diagnose]
 
 
 _STALL_HINTS = {

@@ -32,11 +32,18 @@ def flops_and_min_bytes(target: str) -> tuple[int, int]:
     raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
 
 
+def _prepare(argv, parser) -> str:
+    import torch
+
+    target = parser.parse_args(argv).target
+    if not torch.cuda.is_available():
+        raise UsageError("the profiling targets need a CUDA GPU")
+    return target
+
+
 def launch(target: str) -> None:
     import torch
 
-    if not torch.cuda.is_available():
-        raise UsageError("the profiling targets need a CUDA GPU")
     torch.manual_seed(0)
     if target == "add":
         a, b = (torch.randn(ADD_ELEMENTS, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -52,7 +59,7 @@ def launch(target: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog=f"python -m {PROG}", description=__doc__.splitlines()[0])
     parser.add_argument("target", choices=TARGETS)
-    return run_main(PROG, argv, lambda a: parser.parse_args(a).target, launch)
+    return run_main(PROG, argv, lambda a: _prepare(a, parser), launch)
 
 
 if __name__ == "__main__":

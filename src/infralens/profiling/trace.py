@@ -13,7 +13,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import warnings
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +44,7 @@ class StepProfile:
         return dict(self.__dict__)
 
 
+# [profiling:idle-gaps]
 def idle_gaps(intervals: list[tuple[float, float]], start: float, end: float) -> tuple[float, float]:
     """(busy, idle) microseconds of ``[start, end]`` given possibly overlapping busy intervals."""
     busy, cursor = 0.0, start
@@ -48,6 +54,7 @@ def idle_gaps(intervals: list[tuple[float, float]], start: float, end: float) ->
         busy += b - max(a, cursor)
         cursor = b
     return busy, (end - start) - busy
+# [/profiling:idle-gaps]
 
 
 def read_profile(prof, device: str, n_top: int = 10) -> StepProfile:
@@ -84,6 +91,24 @@ def read_profile(prof, device: str, n_top: int = 10) -> StepProfile:
                        kernel_us=sum(e.time_range.elapsed_us() for e in kernels))
 
 
+@contextlib.contextmanager
+def _quiet_profiler() -> Iterator[None]:
+    """Silence the profiler backend's own log lines (Kineto writes ``profiler_start`` and
+    ``profiler_stop`` straight to file descriptor 2) and its Python warnings while it runs."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def profile_step(cfg: GPTConfig, batch: int, seq: int, device: str = "cpu", warmup: int = 2,
                  amp: bool = False, n_top: int = 10) -> StepProfile:
     """Train ``warmup`` steps, then profile one step of the GPT ``cfg`` on ``batch`` x ``seq``."""
@@ -106,7 +131,7 @@ def profile_step(cfg: GPTConfig, batch: int, seq: int, device: str = "cpu", warm
     if dev.type == "cuda":
         torch.cuda.synchronize()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-    with profile(activities=activities) as prof:
+    with _quiet_profiler(), profile(activities=activities) as prof:
         with torch.profiler.record_function("step"):
             step()
         if dev.type == "cuda":

@@ -1,0 +1,41 @@
+"""The checklist's branches, each driven by the metric it names."""
+
+from infralens.profiling.checklist import SOL_LATENCY_BOUND, diagnose, stall_reasons
+
+BUSY = {"gaps_us": 0.0, "step_us": 100.0, "launches": 10, "launch_cpu_us": 5.0, "kernel_us": 100.0}
+
+
+def sol(compute, memory, dram, stalls=()):
+    out = {"GPU Speed Of Light Throughput": {
+        "Compute (SM) Throughput": {"value": compute, "unit": "%"},
+        "Memory Throughput": {"value": memory, "unit": "%"},
+        "DRAM Throughput": {"value": dram, "unit": "%"}}}
+    out["Command line profiler metrics"] = {
+        f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio": {"value": v, "unit": "inst"}
+        for r, v in stalls}
+    return out
+
+
+def test_host_bound_step():
+    idle = {"gaps_us": 80.0, "step_us": 100.0, "launches": 10, "launch_cpu_us": 20.0, "kernel_us": 20.0}
+    steps = diagnose(idle)
+    assert steps[0].verdict.startswith("no") and "host-bound" in steps[1].verdict
+    # kernels longer than the host's time per kernel: not host-bound, look elsewhere
+    long = dict(idle, kernel_us=500.0)
+    assert diagnose(long)[1].verdict.startswith("no")
+
+
+def test_unit_verdicts():
+    assert "DRAM-bound" in diagnose(BUSY, sol(11, 92, 92))[1].verdict
+    assert "compute-bound" in diagnose(BUSY, sol(94, 95, 30))[1].verdict  # a GEMM: L1 busy, DRAM not
+    assert "on-chip" in diagnose(BUSY, sol(40, 70, 20))[1].verdict
+    low = diagnose(BUSY, sol(20, 30, 30, [("long_scoreboard", 5.0), ("selected", 1.0), ("wait", 2.0)]))
+    assert "latency-bound" in low[1].verdict and low[2].value.startswith("long_scoreboard")
+    # at a unit's peak the stalls are not read
+    assert len(diagnose(BUSY, sol(94, 95, 30, [("long_scoreboard", 5.0)]))) == 2
+    assert SOL_LATENCY_BOUND == 0.60  # Nsight Compute's own rule
+
+
+def test_stall_reasons_sorted():
+    s = stall_reasons(sol(1, 1, 1, [("wait", 1.0), ("barrier", 3.0)]))
+    assert list(s) == ["barrier", "wait"]
