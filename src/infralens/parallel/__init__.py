@@ -10,6 +10,9 @@ a planner that puts them together for a model on a cluster.
   ``python -m infralens.parallel.plan``; :mod:`~infralens.parallel.cluster` reads the cluster
   YAML; :mod:`~infralens.parallel.calibration` sets its defaults from the book's records;
   :mod:`~infralens.parallel.published` holds the published configurations it is checked against.
+* :mod:`~infralens.parallel.tensor`: Megatron-LM's tensor-parallel block; ``tp_check`` and ``pp_check``
+  run tensor and pipeline parallelism on real ranks against one process, and ``collective_bench``
+  measures NCCL's bus bandwidth (all under ``torchrun``).
 """
 
 from infralens.parallel.collectives import collective_bytes
