@@ -2,7 +2,8 @@
 
 from infralens.profiling.checklist import SOL_LATENCY_BOUND, diagnose, stall_reasons
 
-BUSY = {"gaps_us": 0.0, "step_us": 100.0, "launches": 10, "launch_cpu_us": 5.0, "kernel_us": 100.0}
+BUSY = {"gaps_us": 0.0, "step_us": 100.0, "host_us": 50.0, "launches": 10, "launch_cpu_us": 5.0,
+        "kernel_us": 100.0}
 
 
 def sol(compute, memory, dram, stalls=()):
@@ -17,22 +18,27 @@ def sol(compute, memory, dram, stalls=()):
 
 
 def test_host_bound_step():
-    idle = {"gaps_us": 80.0, "step_us": 100.0, "launches": 10, "launch_cpu_us": 20.0, "kernel_us": 20.0}
+    idle = {"gaps_us": 80.0, "step_us": 100.0, "host_us": 95.0, "launches": 10, "launch_cpu_us": 20.0,
+            "kernel_us": 20.0}
     steps = diagnose(idle)
     assert steps[0].verdict.startswith("no") and "host-bound" in steps[1].verdict
-    # kernels longer than the host's time per kernel: not host-bound, look elsewhere
-    long = dict(idle, kernel_us=500.0)
-    assert diagnose(long)[1].verdict.startswith("no")
+    # two long kernels around a long synchronization: the host is quick, the GPU still idles
+    sync = {"gaps_us": 50.0, "step_us": 52.0, "host_us": 0.1, "launches": 2, "launch_cpu_us": 0.02,
+            "kernel_us": 2.0}
+    assert "synchronizations" in diagnose(sync)[1].verdict
 
 
 def test_unit_verdicts():
     assert "DRAM-bound" in diagnose(BUSY, sol(11, 92, 92))[1].verdict
-    assert "compute-bound" in diagnose(BUSY, sol(94, 95, 30))[1].verdict  # a GEMM: L1 busy, DRAM not
-    assert "on-chip" in diagnose(BUSY, sol(40, 70, 20))[1].verdict
+    gemm = diagnose(BUSY, sol(94, 95, 30))[1].verdict  # shared memory busy, DRAM not
+    assert "balanced" in gemm and "on chip" in gemm
+    assert "compute-bound" in diagnose(BUSY, sol(90, 40, 20))[1].verdict
+    assert "on-chip" in diagnose(BUSY, sol(20, 90, 30))[1].verdict  # exercise 2's kernel
+    assert "on-chip" in diagnose(BUSY, sol(65, 98, 30))[1].verdict
     low = diagnose(BUSY, sol(20, 30, 30, [("long_scoreboard", 5.0), ("selected", 1.0), ("wait", 2.0)]))
     assert "latency-bound" in low[1].verdict and low[2].value.startswith("long_scoreboard")
     # at a unit's peak the stalls are not read
-    assert len(diagnose(BUSY, sol(94, 95, 30, [("long_scoreboard", 5.0)]))) == 2
+    assert len(diagnose(BUSY, sol(94, 95, 30, [("long_scoreboard", 5.0)]))) == 2  # stalls not read
     assert SOL_LATENCY_BOUND == 0.60  # Nsight Compute's own rule
 
 

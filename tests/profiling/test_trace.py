@@ -22,3 +22,11 @@ def test_cpu_step_readings():
     assert any(n in names for n in ("aten::mm", "aten::addmm", "aten::bmm"))  # the matmuls show up
     assert all(r["self_us"] >= 0 and r["count"] >= 1 for r in p.top)
     assert p.top == sorted(p.top, key=lambda r: -r["self_us"])
+    assert p.host_us == pytest.approx(p.step_us)  # on the CPU the window is the step's range
+
+
+def test_unprofiled_step_time():
+    from infralens.profiling.trace import time_step
+
+    cfg = GPTConfig(vocab_size=128, n_positions=32, d_model=32, n_layers=1, n_heads=4)
+    assert 0 < time_step(cfg, 1, 16, device="cpu", steps=2, amp=False) < 10

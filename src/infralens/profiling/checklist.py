@@ -17,6 +17,9 @@ from dataclasses import dataclass
 SOL_LATENCY_BOUND = 0.60
 #: This book's choice: a GPU idle this share of the step or more is waiting for the host.
 IDLE_HOST_BOUND = 0.10
+#: This book's choice: compute and memory within this much of each other (both above the line
+#: above) count as balanced, as Nsight Compute's own rule words it.
+BALANCED = 0.10
 
 STALL_PREFIX = "smsp__average_warps_issue_stalled_"
 STALL_SUFFIX = "_per_issue_active.ratio"
@@ -59,14 +62,14 @@ def diagnose(step: Mapping, sections: Mapping[str, Mapping[str, Mapping]] | None
     steps.append(Step("Is the GPU busy for the whole step?", "idle share of the step (profiler timeline)",
                       f"{idle:.0%}", "no: the GPU waits for the host" if host_bound else "yes"))
     if host_bound and step["launches"]:
-        host = step["step_us"] / step["launches"]
+        host = step["host_us"] / step["launches"]
         gpu = step["kernel_us"] / step["launches"]
-        steps.append(Step("Does the host issue kernels more slowly than the GPU runs them?",
-                          "step time per kernel vs GPU time per kernel",
+        steps.append(Step("Does the host take longer per kernel than the GPU runs it?",
+                          "host time of the step per kernel vs GPU time per kernel",
                           f"{host:.1f} µs vs {gpu:.1f} µs",
                           "yes: host-bound; fewer, larger kernels (fusion, torch.compile, CUDA graphs) "
                           "or more work per kernel (a larger batch)" if host > gpu
-                          else "no: look for synchronizations and data loading"))
+                          else "no: the GPU waits on something else (synchronizations, data loading)"))
         return steps
     if sections is None:
         return steps
@@ -79,10 +82,13 @@ def diagnose(step: Mapping, sections: Mapping[str, Mapping[str, Mapping]] | None
     dram = memory if dram is None else dram / 100
     if max(compute, memory) < SOL_LATENCY_BOUND:
         verdict = "latency-bound: neither unit is busy; read the warp stalls"
-    elif dram >= compute:
-        verdict = "DRAM-bound: move fewer bytes (fusion, reuse, narrower types) or move them better"
-    elif compute >= memory or compute >= SOL_LATENCY_BOUND:
+    elif min(compute, memory) >= SOL_LATENCY_BOUND and abs(compute - memory) <= BALANCED:
+        verdict = ("balanced: compute and memory both near peak"
+                   + (" (the memory side on chip, not DRAM)" if dram < SOL_LATENCY_BOUND else ""))
+    elif compute > memory:
         verdict = "compute-bound: use the faster units (Tensor Cores, narrower types) or do less work"
+    elif dram >= SOL_LATENCY_BOUND:
+        verdict = "DRAM-bound: move fewer bytes (fusion, reuse, narrower types) or move them better"
     else:
         verdict = "bound by on-chip memory (L1, shared memory, L2): reuse data in registers, avoid conflicts"
     steps.append(Step("Which unit limits the top kernel?",

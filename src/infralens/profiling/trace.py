@@ -26,13 +26,14 @@ from torch.profiler import ProfilerActivity, profile
 
 from infralens.models.gpt import GPT, GPTConfig
 
-__all__ = ["StepProfile", "idle_gaps", "profile_step", "read_profile"]
+__all__ = ["StepProfile", "idle_gaps", "profile_step", "read_profile", "time_step"]
 
 
 @dataclass(frozen=True)
 class StepProfile:
     device: str
     step_us: float  # CPU: the "step" range; GPU: from the step's first kernel to its last
+    host_us: float  # the "step" range on the CPU: the host's time to issue the step
     top: list[dict]  # operators (CPU) or kernels (GPU) by self time
     busy_us: float  # union of the operator (CPU) or kernel (GPU) intervals inside the step
     gaps_us: float  # step_us - busy_us
@@ -85,10 +86,50 @@ def read_profile(prof, device: str, n_top: int = 10) -> StepProfile:
     busy, idle = idle_gaps(intervals, t0, t1)
     top = sorted(({"name": k, "count": len(v), "self_us": sum(v)} for k, v in by_name.items()),
                  key=lambda r: -r["self_us"])[:n_top]
-    return StepProfile(device=device, step_us=t1 - t0, top=top, busy_us=busy, gaps_us=idle,
+    return StepProfile(device=device, step_us=t1 - t0, host_us=step.time_range.elapsed_us(), top=top,
+                       busy_us=busy, gaps_us=idle,
                        launches=len(launches),
                        launch_cpu_us=sum(e.time_range.elapsed_us() for e in launches),
                        kernel_us=sum(e.time_range.elapsed_us() for e in kernels))
+
+
+def time_step(cfg: GPTConfig, batch: int, seq: int, device: str = "cuda", steps: int = 10,
+              amp: bool = True) -> float:
+    """Mean seconds of an unprofiled training step (after two warm-up steps), synchronized at
+    both ends: the reference that tells how much the profiler itself slowed the host."""
+    import time
+
+    run = _trainer(cfg, batch, seq, device, amp)
+    for _ in range(2):
+        run()
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        run()
+    _sync(device)
+    return (time.perf_counter() - start) / steps
+
+
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _trainer(cfg: GPTConfig, batch: int, seq: int, device: str, amp: bool):
+    torch.manual_seed(0)
+    dev = torch.device(device)
+    model = GPT(cfg).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
+    y = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
+
+    def step() -> None:
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
+            loss = model(x, y)[1]
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
 
 
 @contextlib.contextmanager
@@ -112,24 +153,11 @@ def _quiet_profiler() -> Iterator[None]:
 def profile_step(cfg: GPTConfig, batch: int, seq: int, device: str = "cpu", warmup: int = 2,
                  amp: bool = False, n_top: int = 10) -> StepProfile:
     """Train ``warmup`` steps, then profile one step of the GPT ``cfg`` on ``batch`` x ``seq``."""
-    torch.manual_seed(0)
     dev = torch.device(device)
-    model = GPT(cfg).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
-    y = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
-
-    def step() -> None:
-        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
-            loss = model(x, y)[1]
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
+    step = _trainer(cfg, batch, seq, device, amp)
     for _ in range(warmup):
         step()
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
+    _sync(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     with _quiet_profiler(), profile(activities=activities) as prof:
         with torch.profiler.record_function("step"):
