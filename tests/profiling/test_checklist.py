@@ -22,10 +22,14 @@ def test_host_bound_step():
             "kernel_us": 20.0}
     steps = diagnose(idle)
     assert steps[0].verdict.startswith("no") and "host-bound" in steps[1].verdict
-    # two long kernels around a long synchronization: the host is quick, the GPU still idles
-    sync = {"gaps_us": 50.0, "step_us": 52.0, "host_us": 0.1, "launches": 2, "launch_cpu_us": 0.02,
+    # two short kernels around a 50 ms wait inside the step: host time, so host-bound, and the
+    # verdict points at the timeline to tell a wait from launch overhead
+    sync = {"gaps_us": 50.0, "step_us": 52.0, "host_us": 51.0, "launches": 2, "launch_cpu_us": 0.02,
             "kernel_us": 2.0}
-    assert "synchronizations" in diagnose(sync)[1].verdict
+    assert "host-bound" in diagnose(sync)[1].verdict and "synchronizing" in diagnose(sync)[1].verdict
+    # work issued elsewhere: the host's own range is short, the GPU still idles
+    other = dict(sync, host_us=0.5)
+    assert "outside" in diagnose(other)[1].verdict
 
 
 def test_unit_verdicts():

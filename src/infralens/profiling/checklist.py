@@ -67,9 +67,11 @@ def diagnose(step: Mapping, sections: Mapping[str, Mapping[str, Mapping]] | None
         steps.append(Step("Does the host take longer per kernel than the GPU runs it?",
                           "host time of the step per kernel vs GPU time per kernel",
                           f"{host:.1f} µs vs {gpu:.1f} µs",
-                          "yes: host-bound; fewer, larger kernels (fusion, torch.compile, CUDA graphs) "
-                          "or more work per kernel (a larger batch)" if host > gpu
-                          else "no: the GPU waits on something else (synchronizations, data loading)"))
+                          "yes: host-bound; the timeline tells launch overhead (many short launches: "
+                          "fusion, torch.compile, CUDA graphs, a larger batch) from waits inside the step "
+                          "(long synchronizing calls, data loading)" if host > gpu
+                          else "no: the GPU waits for work issued outside this step's host range "
+                               "(another stream or process)"))
         return steps
     if sections is None:
         return steps

@@ -95,19 +95,24 @@ def read_profile(prof, device: str, n_top: int = 10) -> StepProfile:
 
 def time_step(cfg: GPTConfig, batch: int, seq: int, device: str = "cuda", steps: int = 10,
               amp: bool = True) -> float:
-    """Mean seconds of an unprofiled training step (after two warm-up steps), synchronized at
-    both ends: the reference that tells how much the profiler itself slowed the host."""
+    """Median seconds of an unprofiled training step (after two warm-up steps), each step timed
+    between two synchronizations: the reference that tells how much the profiler itself slowed
+    the host. Run it before profiling in the same process (the profiler's setup can leave costs
+    behind)."""
+    import statistics
     import time
 
     run = _trainer(cfg, batch, seq, device, amp)
     for _ in range(2):
         run()
-    _sync(device)
-    start = time.perf_counter()
+    times = []
     for _ in range(steps):
+        _sync(device)
+        start = time.perf_counter()
         run()
-    _sync(device)
-    return (time.perf_counter() - start) / steps
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def _sync(device: str) -> None:
