@@ -41,6 +41,23 @@ def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return ((out - target) ** 2).mean()
 
 
+def _schedule(schedule: str, stage_module: nn.Module, ctx, micro: int, x: torch.Tensor,
+              target: torch.Tensor):
+    """One step of ``schedule`` on this rank's stage: the first rank feeds the input, the last the
+    target, the others only pass activations and gradients on."""
+    stage = PipelineStage(stage_module, ctx.rank, ctx.world, ctx.device)
+    sched = SCHEDULES[schedule](stage, n_microbatches=micro, loss_fn=loss_fn)
+
+    def run() -> None:
+        if ctx.rank == 0:
+            sched.step(x)
+        elif ctx.rank == ctx.world - 1:
+            sched.step(target=target)
+        else:
+            sched.step()
+    return run
+
+
 class _Timeline:
     """Start and end of every forward and backward of one module, by hooks."""
 
@@ -70,17 +87,7 @@ def step(schedule: str, ctx, cfg: GPTConfig, layers: int, batch: int, seq: int, 
     mine = nn.Sequential(*list(full.children())[ctx.rank * per:(ctx.rank + 1) * per])
     want = {n: p.grad.clone() for n, p in mine.named_parameters()}
     mine.zero_grad(set_to_none=True)
-    stage = PipelineStage(mine, ctx.rank, ctx.world, ctx.device)
-    sched = SCHEDULES[schedule](stage, n_microbatches=micro, loss_fn=loss_fn)
-
-    def run() -> None:
-        if ctx.rank == 0:
-            sched.step(x)
-        elif ctx.rank == ctx.world - 1:
-            sched.step(target=target)
-        else:
-            sched.step()
-
+    run = _schedule(schedule, mine, ctx, micro, x, target)
     run()  # the first step also infers the shapes stages exchange: not part of the timeline
     mine.zero_grad(set_to_none=True)
     dist.barrier()
@@ -97,16 +104,7 @@ def timing(schedule: str, ctx, cfg: GPTConfig, layers: int, batch: int, seq: int
     mine = nn.Sequential(*(Block(cfg) for _ in range(per))).to(ctx.device, torch.bfloat16)
     x = torch.randn(batch, seq, cfg.d_model, device=ctx.device, dtype=torch.bfloat16)
     target = torch.randn_like(x)
-    stage = PipelineStage(mine, ctx.rank, ctx.world, ctx.device)
-    sched = SCHEDULES[schedule](stage, n_microbatches=micro, loss_fn=loss_fn)
-
-    def run() -> None:
-        if ctx.rank == 0:
-            sched.step(x)
-        elif ctx.rank == ctx.world - 1:
-            sched.step(target=target)
-        else:
-            sched.step()
+    run = _schedule(schedule, mine, ctx, micro, x, target)
 
     def clock(fn, n: int) -> float:
         for _ in range(2):

@@ -57,20 +57,24 @@ def parse_ncu_csv(text: str) -> dict[str, dict[str, float | None]]:
     Kernel names are cut at the argument list; lines ncu prints around the table are ignored.
     A kernel launched several times keeps its first launch's values.
     """
-    lines = [line for line in text.splitlines() if line.startswith('"')]
-    if not lines:
-        return {}
     out: dict[str, dict[str, float | None]] = {}
+    for kernel, row in _first_launch_rows(text):
+        out.setdefault(kernel, {})[row["Metric Name"]] = _number(row.get("Metric Value", ""))
+    return out
+
+
+def _first_launch_rows(text: str) -> Iterable[tuple[str, dict[str, str]]]:
+    """(kernel, row) of ncu's details CSV, the first launch of each kernel only; kernel names cut
+    at the argument list, lines ncu prints around the table ignored."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
     seen: dict[str, str] = {}
     for row in csv.DictReader(io.StringIO("\n".join(lines))):
         kernel = row.get("Kernel Name", "").split("(")[0].strip()
-        launch = row.get("ID", "")
         if not kernel or not row.get("Metric Name"):
             continue
-        if seen.setdefault(kernel, launch) != launch:
+        if seen.setdefault(kernel, row.get("ID", "")) != row.get("ID", ""):
             continue  # a later launch of a kernel already read
-        out.setdefault(kernel, {})[row["Metric Name"]] = _number(row.get("Metric Value", ""))
-    return out
+        yield kernel, row
 
 
 def profile(command: Sequence[str], metrics: Iterable[str], *, kernel_regex: str | None = None,
@@ -193,16 +197,8 @@ def parse_sections_csv(text: str) -> dict[str, dict[str, dict[str, dict]]]:
     Like :func:`parse_ncu_csv`, but keeps each metric's section and unit, which the section pages
     (Speed Of Light, Memory Workload, Scheduler, Warp State) need to be read as ncu shows them.
     """
-    lines = [line for line in text.splitlines() if line.startswith('"')]
     out: dict[str, dict[str, dict[str, dict]]] = {}
-    seen: dict[str, str] = {}
-    for row in csv.DictReader(io.StringIO("\n".join(lines))):
-        kernel = row.get("Kernel Name", "").split("(")[0].strip()
-        launch = row.get("ID", "")
-        if not kernel or not row.get("Metric Name"):
-            continue
-        if seen.setdefault(kernel, launch) != launch:
-            continue
+    for kernel, row in _first_launch_rows(text):
         section = row.get("Section Name", "") or "metrics"
         out.setdefault(kernel, {}).setdefault(section, {})[row["Metric Name"]] = {
             "value": _number(row.get("Metric Value", "")), "unit": row.get("Metric Unit", "")}
