@@ -72,7 +72,8 @@ def read_profile(prof, device: str, n_top: int = 10) -> StepProfile:
         by_name: dict[str, list[float]] = defaultdict(list)
         for e in kernels:
             by_name[e.name].append(e.time_range.elapsed_us())
-        launches = [e for e in events if e.name in ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx")]
+        launches = [e for e in events if e.name in ("cudaLaunchKernel", "cudaLaunchKernelExC",
+                                                     "cuLaunchKernel", "cuLaunchKernelEx")]
         # the GPU's window: from its first kernel to its last (kernels run after their launches)
         t0, t1 = min(a for a, _ in intervals), max(b for _, b in intervals)
     else:
