@@ -98,9 +98,15 @@ def init_distributed(device: str = "auto") -> DistContext:
 
 @contextmanager
 def process_group(ctx: DistContext) -> Iterator[DistContext]:
-    """A rank's work inside; ``destroy_process_group`` on the way out, also when a rank fails."""
+    """A rank's work inside; ``destroy_process_group`` on the way out, also when a rank fails.
+
+    On a normal exit every rank first waits at a barrier, so no rank tears its connections down
+    while another still writes its results or has work in flight (with gloo, a peer that leaves
+    early can abort a rank that is still finishing). A rank that fails skips the barrier; torchrun
+    then stops the others."""
     try:
         yield ctx
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
