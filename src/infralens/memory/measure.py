@@ -83,6 +83,14 @@ class _SavedTensorTracker:
         return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
 
 
+def saved_bytes(fn: Callable[..., object], *args, **kwargs) -> int:
+    """Bytes of the distinct storages autograd saves for backward while ``fn(*args)`` runs."""
+    tracker = _SavedTensorTracker()
+    with tracker.hooks():
+        fn(*args, **kwargs)
+    return sum(tracker.storages.values())
+
+
 def tensor_breakdown(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer | None = None,

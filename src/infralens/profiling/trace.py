@@ -26,7 +26,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from infralens.models.gpt import GPT, GPTConfig
 
-__all__ = ["StepProfile", "idle_gaps", "profile_step", "read_profile", "time_step"]
+__all__ = ["StepProfile", "cuda_kernels", "idle_gaps", "profile_step", "read_profile", "time_step"]
 
 
 @dataclass(frozen=True)
@@ -171,3 +171,17 @@ def profile_step(cfg: GPTConfig, batch: int, seq: int, device: str = "cpu", warm
         if dev.type == "cuda":
             torch.cuda.synchronize()
     return read_profile(prof, dev.type, n_top)
+
+
+def cuda_kernels(fn, *args) -> list[str]:
+    """The names of the CUDA kernels one call of ``fn(*args)`` launches, in launch order.
+
+    ``fn`` runs once before the profiled call, so lazy initialization and autotuning stay out.
+    """
+    fn(*args)
+    torch.cuda.synchronize()
+    with _quiet_profiler(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return [e.name for e in sorted(kernels, key=lambda e: e.time_range.start)]

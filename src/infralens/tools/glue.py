@@ -8,7 +8,9 @@ every page formats and checks the same way:
 * :func:`glue_figure` glues a matplotlib figure for ``{glue:figure}`` and closes it;
 * :func:`markdown_table` builds a Markdown table (pure text), :func:`md_table` shows one;
 * :func:`record` returns the latest GPU record of a cell, or stops the build with one line that
-  says how to make it.
+  says how to make it;
+* :func:`repo_relative` strips the checkout's absolute path from text a page prints (compiler
+  logs, registration sites), so output does not depend on where the book was built.
 
 Importing this module imports neither IPython nor myst-nb: they are imported when called.
 """
@@ -19,7 +21,10 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["glue_text", "g", "glue_figure", "markdown_table", "md_table", "record", "MissingRecord"]
+__all__ = ["glue_text", "g", "glue_figure", "markdown_table", "md_table", "record", "MissingRecord",
+           "repo_relative"]
+
+_REPO = str(Path(__file__).resolve().parents[3]) + "/"
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -96,3 +101,8 @@ def record(record_id: str, book: Path | None = None):
             f"GPU record {record_id!r} does not exist: run `python -m infralens.tools.cells run "
             f"--record {record_id}` on a CUDA machine, then `unpack` its archive here")
     return found
+
+
+def repo_relative(text: str) -> str:
+    """``text`` with this checkout's absolute path removed (``/…/src/x.py`` -> ``src/x.py``)."""
+    return text.replace(_REPO, "")
