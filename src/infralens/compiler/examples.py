@@ -15,7 +15,7 @@ def bias_gelu_residual(x: torch.Tensor, bias: torch.Tensor, residual: torch.Tens
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """A row reduction followed by elementwise ops: one fused kernel per row under Inductor."""
+    """A row reduction and the elementwise ops around it: one fused kernel under Inductor."""
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 

@@ -4,8 +4,8 @@
 dispatcher it is opaque. Registered as ``infralens::silu_numpy`` it becomes one dispatcher
 operator with
 
-* a **fake kernel** (``register_fake``): the output's shape, dtype and device from the inputs'
-  metadata, which Dynamo and AOTAutograd use to trace through it without running it;
+* a **fake kernel** (``register_fake``): the output's shape, strides, dtype and device from the
+  inputs' metadata, which Dynamo and AOTAutograd use to trace through it without running it;
 * a **backward** (``register_autograd``): ``setup_context`` saves what the gradient needs (the
   input only) and ``backward`` computes dL/dx = g·σ(x)·(1 + x·(1 − σ(x))) with torch operators,
   so the backward itself is traceable.
@@ -33,7 +33,7 @@ def silu_numpy(x: torch.Tensor) -> torch.Tensor:
 
 @silu_numpy.register_fake
 def _(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)  # contiguous, like the real kernel's output (not empty_like's strides)
 
 
 def _setup_context(ctx, inputs, output) -> None:

@@ -44,9 +44,12 @@ def load_scaled_add(build_dir: str | Path | None = None):
 
 # [python-kernels-start]
 def scaled_add_fake(a: torch.Tensor, b: torch.Tensor, alpha: float) -> torch.Tensor:
-    """Shape, dtype and device of the result, with no data: what ``Meta`` and fake tensors need."""
+    """Shape, strides, dtype and device of the result, with no data: what fake tensors need.
+
+    The C++ kernel returns a contiguous tensor, so the fake one does too (``empty_like`` would
+    copy a transposed input's strides)."""
     torch._check(a.shape == b.shape, lambda: "scaled_add: a and b must have the same shape")
-    return torch.empty_like(a)
+    return a.new_empty(a.shape)
 
 
 def scaled_add_setup_context(ctx, inputs, output) -> None:

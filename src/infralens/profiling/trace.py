@@ -26,7 +26,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from infralens.models.gpt import GPT, GPTConfig
 
-__all__ = ["StepProfile", "cuda_kernels", "idle_gaps", "profile_step", "read_profile", "time_step"]
+__all__ = ["StepProfile", "cuda_kernels", "idle_gaps", "profile_step", "quiet_profiler", "read_profile",
+           "time_step"]
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ def _trainer(cfg: GPTConfig, batch: int, seq: int, device: str, amp: bool):
 
 
 @contextlib.contextmanager
-def _quiet_profiler() -> Iterator[None]:
+def quiet_profiler() -> Iterator[None]:
     """Silence the profiler backend's own log lines (Kineto writes ``profiler_start`` and
     ``profiler_stop`` straight to file descriptor 2) and its Python warnings while it runs."""
     sys.stderr.flush()
@@ -165,7 +166,7 @@ def profile_step(cfg: GPTConfig, batch: int, seq: int, device: str = "cpu", warm
         step()
     _sync(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-    with _quiet_profiler(), profile(activities=activities) as prof:
+    with quiet_profiler(), profile(activities=activities) as prof:
         with torch.profiler.record_function("step"):
             step()
         if dev.type == "cuda":
@@ -180,7 +181,7 @@ def cuda_kernels(fn, *args) -> list[str]:
     """
     fn(*args)
     torch.cuda.synchronize()
-    with _quiet_profiler(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with quiet_profiler(), profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn(*args)
         torch.cuda.synchronize()
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
