@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from infralens.memory.measure import (
     PHASES,
@@ -16,6 +17,7 @@ from infralens.memory.measure import (
     ledger_prediction,
     measure_cpu_step,
     measure_training_step,
+    saved_bytes,
 )
 from infralens.models.gpt import GPTConfig
 from infralens.tools.glue import record
@@ -316,3 +318,30 @@ def test_ddp_gradients_leave_the_buckets_under_no_sync_after_set_to_none(set_to_
     else:  # zeroed in place: the views stay and no_sync accumulates inside the buckets
         assert (no_sync["grad_in_buckets"], no_sync["grad_outside"]) == (grads, 0)
         assert got["step"]["grad_in_buckets"] == grads
+
+
+# --- saved_bytes: what one call saves, against derivatives.yaml ---------------------------------
+
+def test_saved_bytes_of_mm_is_what_each_gradient_needs():
+    a = torch.randn(8, 4, requires_grad=True)
+    b = torch.randn(4, 6, requires_grad=True)
+    c = torch.randn(4, 6)
+    # d/da = grad @ b.T needs b, d/db = a.T @ grad needs a: each is saved only if the other needs grad
+    assert saved_bytes(torch.mm, a, b) == 4 * (8 * 4 + 4 * 6)
+    assert saved_bytes(torch.mm, a, c) == 4 * 4 * 6
+    assert saved_bytes(torch.mm, c.T, c) == 0  # nothing requires grad: nothing recorded
+
+
+def test_saved_bytes_counts_a_shared_storage_once():
+    x = torch.randn(16, 8, dtype=torch.float64, requires_grad=True)
+    # two views of x saved: one storage, all of it
+    assert saved_bytes(lambda t: t[:, :4] * t[:, 4:], x) == 8 * 16 * 8
+    # exp saves its result, a new storage of x's size
+    assert saved_bytes(torch.exp, x) == x.untyped_storage().nbytes()
+
+
+def test_saved_bytes_passes_keyword_arguments():
+    x = torch.randn(3, 4, requires_grad=True)
+    w, b = torch.randn(5, 4, requires_grad=True), torch.randn(5, requires_grad=True)
+    # linear = addmm(b, x, w.T): saves x and the transposed view of w (w's storage); b needs nothing
+    assert saved_bytes(F.linear, x, weight=w, bias=b) == 4 * (3 * 4 + 5 * 4)

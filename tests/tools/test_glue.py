@@ -8,8 +8,10 @@ MyST is built on), records are written in their on-disk format by hand.
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +190,26 @@ def test_record_reads_the_book_of_the_environment(tmp_path, monkeypatch):
     write_run(book, "env-cell", "run", "2026-01-01T00:00:00Z", {"x": 1})
     monkeypatch.setenv("INFRALENS_BOOK", str(book))
     assert glue.record("env-cell").results == {"x": 1}
+
+
+# --- repo_relative -------------------------------------------------------------------------------
+
+def test_repo_relative_strips_this_checkout():
+    root = Path(__file__).resolve().parents[2]  # tests/tools/test_glue.py -> the checkout
+    assert (root / "pyproject.toml").is_file()
+    assert glue.repo_relative(inspect.getsourcefile(glue)) == "src/infralens/tools/glue.py"
+    line = f"CPU: registered at {root}/src/a.cpp:36 [kernel]; see {root}/src/b.py"
+    assert glue.repo_relative(line) == "CPU: registered at src/a.cpp:36 [kernel]; see src/b.py"
+
+
+@pytest.mark.parametrize("text", ["", "no path here", "/__w/pytorch/pytorch/aten/src/ATen/core/x.cpp:3",
+                                  "torch/_meta_registrations.py:54"])
+def test_repo_relative_leaves_other_text_alone(text):
+    assert glue.repo_relative(text) == text
+
+
+def test_repo_relative_needs_the_whole_folder_name():
+    root = str(Path(__file__).resolve().parents[2])
+    sibling = f"{root}-other/src/x.py"  # a folder whose name starts like the checkout's
+    assert glue.repo_relative(sibling) == sibling
+    assert glue.repo_relative(root) == root  # the folder itself, with no slash after it

@@ -34,7 +34,7 @@ __all__ = ["DynamoCapture", "aot_graphs", "compile_logs", "dynamo_graphs", "guar
 class DynamoCapture:
     graphs: list[str]  # the FX graphs' Python code, in the order Dynamo compiled them
     breaks: list[str]  # one reason per graph break
-    ops: int  # operations captured across the graphs
+    ops: int  # explain's op_count: call_function nodes across the graphs (method calls not counted)
 
 
 def dynamo_graphs(fn: Callable, *args) -> DynamoCapture:
@@ -50,7 +50,8 @@ def compile_logs(artifacts: tuple[str, ...], fn: Callable[[], object]) -> str:
 
     Equivalent to ``TORCH_LOGS="graph_breaks,guards" python ...``, but captured here so a page can
     read it: ``torch._logging.set_logs`` turns the artifacts on and a handler on the
-    ``torch._dynamo`` logger collects the records.
+    ``torch._dynamo`` logger collects the records. Afterwards logging is back at torch's defaults
+    (``set_logs()`` with no arguments), not at whatever the caller had set.
     """
     buf = io.StringIO()
     mine = logging.StreamHandler(buf)

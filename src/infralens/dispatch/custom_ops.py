@@ -33,6 +33,7 @@ def silu_numpy(x: torch.Tensor) -> torch.Tensor:
 
 @silu_numpy.register_fake
 def _(x: torch.Tensor) -> torch.Tensor:
+    torch._check(x.dtype in (torch.float16, torch.float32, torch.float64), lambda: "NumPy has no bfloat16")
     return x.new_empty(x.shape)  # contiguous, like the real kernel's output (not empty_like's strides)
 
 

@@ -49,6 +49,7 @@ def scaled_add_fake(a: torch.Tensor, b: torch.Tensor, alpha: float) -> torch.Ten
     The C++ kernel returns a contiguous tensor, so the fake one does too (``empty_like`` would
     copy a transposed input's strides)."""
     torch._check(a.shape == b.shape, lambda: "scaled_add: a and b must have the same shape")
+    torch._check(a.dtype == torch.float32 and b.dtype == torch.float32, lambda: "scaled_add: float32 only")
     return a.new_empty(a.shape)
 
 

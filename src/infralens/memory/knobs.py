@@ -249,9 +249,12 @@ def training_case(cfg: GPTConfig, batch: int, seq: int, *, recompute: str = "non
         losses.append(loss.detach())
 
     step()  # optimizer state exists from here on
+    resident = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else None
     out = {"recompute": recompute, "offload": offload, "batch": batch, "seq": seq,
            "params": sum(p.numel() for p in model.parameters()),
-           "peak": peak(step, dev), "ms": _timed(step, dev, min_reps=5) if time else None}
+           "resident": resident,  # between steps: weights and optimizer state (grads are freed)
+           "peak": peak(step, dev),  # above resident: activations, gradients, temporaries
+           "ms": _timed(step, dev, min_reps=5) if time else None}
     out["losses"] = [float(v) for v in losses[:2]]  # before and after the first update
     return out
 
