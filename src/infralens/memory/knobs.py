@@ -237,12 +237,15 @@ def training_case(cfg: GPTConfig, batch: int, seq: int, *, recompute: str = "non
     x = torch.randint(0, cfg.vocab_size, (batch, seq), generator=gen).to(dev)
     y = torch.randint(0, cfg.vocab_size, (batch, seq), generator=gen).to(dev)
     losses: list[float] = []
+    after_forward: list[int] = []  # allocated bytes between forward and backward, per step
 
     def step() -> None:
         saving = (torch.autograd.graph.save_on_cpu(pin_memory=dev.type == "cuda")
                   if offload == "activations" else contextlib.nullcontext())
         with saving, torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
             _, loss = model(x, y)
+        if dev.type == "cuda":
+            after_forward.append(torch.cuda.memory_allocated(dev))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -255,6 +258,8 @@ def training_case(cfg: GPTConfig, batch: int, seq: int, *, recompute: str = "non
            "resident": resident,  # between steps: weights and optimizer state (grads are freed)
            "peak": peak(step, dev),  # above resident: activations, gradients, temporaries
            "ms": _timed(step, dev, min_reps=5) if time else None}
+    # what the forward left for backward (saved activations, the loss's inputs), above resident
+    out["saved"] = after_forward[1] - resident if after_forward else None
     out["losses"] = [float(v) for v in losses[:2]]  # before and after the first update
     return out
 
