@@ -36,7 +36,7 @@ from infralens.models.gpt import GPT, GPTConfig
 from infralens.tools.bench import bench
 
 __all__ = ["ATTENTION_BACKENDS", "OFFLOADS", "RECOMPUTE", "HostAdamW", "Recomputed", "attention_case",
-           "inference_case", "offload_blocks", "peak", "training_case", "variable_length_case",
+           "autoencoder", "inference_case", "offload_blocks", "peak", "training_case", "variable_length_case",
            "vae_decode_case", "with_recompute"]
 
 RECOMPUTE = ("none", "selective", "full")
@@ -334,6 +334,21 @@ SD_VAE = {  # Stable Diffusion's VAE shape (random weights): 8x upsampling, 4 la
 }
 
 
+def autoencoder(config: dict | None = None, device: str | torch.device = "cpu",
+                dtype: torch.dtype = torch.float32, seed: int = 0):
+    """diffusers' ``AutoencoderKL`` with random weights (Stable Diffusion's shape by default)."""
+    import warnings
+
+    with warnings.catch_warnings():  # tqdm, imported by diffusers, warns in a notebook without widgets
+        warnings.simplefilter("ignore")
+        from diffusers import AutoencoderKL
+        from diffusers.utils import logging as diffusers_logging
+
+    diffusers_logging.set_verbosity_error()  # its note on casting with .to() concerns loaded weights
+    torch.manual_seed(seed)
+    return AutoencoderKL(**(config or SD_VAE)).to(device, dtype).eval()
+
+
 def vae_decode_case(mode: str, batch: int, latent: int, *, device: str = "cuda",
                     dtype: torch.dtype = torch.bfloat16, config: dict | None = None,
                     time: bool = True) -> dict:
@@ -342,16 +357,10 @@ def vae_decode_case(mode: str, batch: int, latent: int, *, device: str = "cuda",
     ``mode``: ``"none"``, ``"tiling"`` (``enable_tiling``: overlapping latent tiles decoded one by
     one and blended) or ``"slicing"`` (``enable_slicing``: the batch decoded one image at a time).
     """
-    from diffusers import AutoencoderKL
-    from diffusers.utils import logging as diffusers_logging
-
-    diffusers_logging.set_verbosity_error()  # its note on casting with .to() concerns loaded weights
-
     if mode not in ("none", "tiling", "slicing"):
         raise ValueError(f"mode must be 'none', 'tiling' or 'slicing', got {mode!r}")
     dev = torch.device(device)
-    torch.manual_seed(0)
-    vae = AutoencoderKL(**(config or SD_VAE)).to(dev, dtype).eval()
+    vae = autoencoder(config, dev, dtype)
     if mode == "tiling":
         vae.enable_tiling()
     elif mode == "slicing":
