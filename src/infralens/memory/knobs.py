@@ -156,11 +156,12 @@ def with_recompute(model: GPT, mode: str) -> GPT:
 # ---------------------------------------------------------------------------- offload
 # [offload-start]
 class HostAdamW:
-    """AdamW whose fp32 master copy and moments live in host memory (ZeRO-Offload's split).
+    """AdamW whose moments and update live on the host (a subset of ZeRO-Offload).
 
-    Each step copies the gradients to pinned host buffers, runs ``torch.optim.AdamW`` on the
-    CPU, and copies the updated parameters back: the GPU keeps parameters and gradients only,
-    for two PCIe transfers and a CPU update per step.
+    Each step copies the gradients to pinned host buffers, runs ``torch.optim.AdamW`` on host
+    copies of the weights, and copies the updated weights back: the GPU keeps its float32
+    weights and gradients and no moments. (ZeRO-Offload also moves the gradients and keeps only
+    16-bit weights on the GPU.) The cost is two PCIe transfers and a CPU update per step.
     """
 
     def __init__(self, params: Iterable[nn.Parameter], **adamw) -> None:
@@ -239,26 +240,44 @@ def training_case(cfg: GPTConfig, batch: int, seq: int, *, recompute: str = "non
     losses: list[float] = []
     after_forward: list[int] = []  # allocated bytes between forward and backward, per step
 
-    def step() -> None:
+    def step(phases: dict | None = None) -> None:
+        def mark(name: str) -> None:  # the peak of the phase that just ended, above resident
+            if phases is not None:
+                _sync(dev)
+                phases[name] = torch.cuda.max_memory_allocated(dev) - resident
+                torch.cuda.reset_peak_memory_stats(dev)
+
         saving = (torch.autograd.graph.save_on_cpu(pin_memory=dev.type == "cuda")
                   if offload == "activations" else contextlib.nullcontext())
         with saving, torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
-            _, loss = model(x, y)
+            loss = model(x, y)[1]  # the logits are not kept: only what autograd saved stays
         if dev.type == "cuda":
             after_forward.append(torch.cuda.memory_allocated(dev))
+        mark("forward")
         loss.backward()
+        mark("backward")
         opt.step()
         opt.zero_grad(set_to_none=True)
+        mark("optimizer step")
         losses.append(loss.detach())
 
     step()  # optimizer state exists from here on
-    resident = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else None
+    cuda = dev.type == "cuda"
+    resident = torch.cuda.memory_allocated(dev) if cuda else None
+    phases: dict[str, int] = {}
+    if cuda:
+        _sync(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        step(phases)
+    else:
+        step()
     out = {"recompute": recompute, "offload": offload, "batch": batch, "seq": seq,
            "params": sum(p.numel() for p in model.parameters()),
            "resident": resident,  # between steps: weights and optimizer state (grads are freed)
-           "peak": peak(step, dev),  # above resident: activations, gradients, temporaries
+           "phase_peaks": phases or None,  # per phase, above resident
+           "peak": max(phases.values()) if phases else None,  # the step's peak above resident
            "ms": _timed(step, dev, min_reps=5) if time else None}
-    # what the forward left for backward (saved activations, the loss's inputs), above resident
+    # what the forward left for backward (the tensors autograd saved), above resident
     out["saved"] = after_forward[1] - resident if after_forward else None
     out["losses"] = [float(v) for v in losses[:2]]  # before and after the first update
     return out
@@ -374,8 +393,10 @@ def vae_decode_case(mode: str, batch: int, latent: int, *, device: str = "cuda",
         images[:] = [vae.decode(z).sample]
 
     decode()
+    decoder = [*vae.decoder.parameters(), *vae.post_quant_conv.parameters()]  # what decode() uses
     out = {"mode": mode, "batch": batch, "latent": latent, "image": list(images[0].shape[-2:]),
            "weights": sum(p.numel() * p.element_size() for p in vae.parameters()),
+           "decoder_weights": sum(p.numel() * p.element_size() for p in decoder),
            "peak": peak(decode, dev), "ms": _timed(decode, dev, min_reps=3) if time else None}
     return out
 # [vae-end]
