@@ -7,7 +7,8 @@ the knob acts on. The knobs and the state they touch:
 
 * **attention backend** (:func:`attention_case`): SDPA's math path computes the ``(b, a, s, s)``
   probabilities and saves them for backward; the memory-efficient and flash kernels save only
-  q, k, v, the output and one log-sum-exp per row, and recompute the probabilities in backward.
+  q, k, v, the output and one log-sum-exp per row (and, on CUDA, a few bytes of dropout seed),
+  and recompute the probabilities in backward.
 * **recompute** (:func:`with_recompute`, :func:`training_case`): ``"full"`` keeps only each
   block's input and reruns the block in backward; ``"selective"`` keeps the outputs of the
   matmuls and of attention and recomputes the cheap elementwise ops around them.
@@ -167,17 +168,17 @@ class HostAdamW:
     def __init__(self, params: Iterable[nn.Parameter], **adamw) -> None:
         self.params = [p for p in params if p.requires_grad]
         pin = torch.cuda.is_available()
-        self.host = []
+        self.host, self.grad_buffers = [], []
         for p in self.params:
             h = torch.empty(p.shape, dtype=torch.float32, pin_memory=pin)
             h.copy_(p.detach())
-            h.grad = torch.empty_like(h, pin_memory=pin)
             self.host.append(h)
+            self.grad_buffers.append(torch.empty_like(h, pin_memory=pin))
         self.opt = torch.optim.AdamW(self.host, **adamw)
 
     def step(self) -> None:
-        for p, h in zip(self.params, self.host, strict=True):
-            h.grad.copy_(p.grad, non_blocking=True)
+        for p, h, buf in zip(self.params, self.host, self.grad_buffers, strict=True):
+            h.grad = None if p.grad is None else buf.copy_(p.grad, non_blocking=True)  # AdamW skips None
         if self.params and self.params[0].is_cuda:
             torch.cuda.synchronize(self.params[0].device)  # the gradients have landed
         self.opt.step()
@@ -273,7 +274,7 @@ def training_case(cfg: GPTConfig, batch: int, seq: int, *, recompute: str = "non
         step()
     out = {"recompute": recompute, "offload": offload, "batch": batch, "seq": seq,
            "params": sum(p.numel() for p in model.parameters()),
-           "resident": resident,  # between steps: weights and optimizer state (grads are freed)
+           "resident": resident,  # between steps: weights, optimizer state, cuBLAS's workspace
            "phase_peaks": phases or None,  # per phase, above resident
            "peak": max(phases.values()) if phases else None,  # the step's peak above resident
            "ms": _timed(step, dev, min_reps=5) if time else None}
@@ -310,17 +311,20 @@ def variable_length_case(cfg: GPTConfig, batch: int, seqs: Sequence[int], *, exp
                          device: str = "cuda", seed: int = 0) -> dict:
     """Training steps at changing sequence lengths; the allocator's reserved and allocated peaks.
 
-    Needs CUDA. The allocator setting is switched for the run and restored after it; the cache
-    is emptied before, so the run starts from nothing reserved.
+    Needs CUDA. The allocator setting is switched for the run and set back to the default
+    (``expandable_segments:False``) after it; the cache is emptied before, so the run starts from
+    nothing reserved.
     """
     dev = torch.device(device)
     if dev.type != "cuda":
         raise ValueError("variable_length_case needs a CUDA device")
-    setting = torch.cuda.memory._set_allocator_settings
+    setting = (getattr(torch._C, "_accelerator_setAllocatorSettings", None)
+               or torch.cuda.memory._set_allocator_settings)
     setting(f"expandable_segments:{expandable}")
     try:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(dev)
+        torch.cuda.reset_accumulated_memory_stats(dev)  # so the retry count is this run's
         model = _gpt(cfg, dev, seed)
         opt = torch.optim.AdamW(model.parameters())
         gen = torch.Generator().manual_seed(seed)
