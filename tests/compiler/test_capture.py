@@ -193,7 +193,7 @@ TRITON_MODULE = '''
 import torch
 async_compile = AsyncCompile()
 
-triton_poi_fused_add_0 = async_compile.triton('triton_poi_fused_add_0', """placeholder""")
+triton_poi_fused_add_0 = async_compile.triton('triton_poi_fused_add_0', """not matched: double quotes""")
 
 triton_poi_fused_add_gelu_0 = async_compile.triton('triton_poi_fused_add_gelu_0', \'\'\'
 import triton
