@@ -85,3 +85,14 @@ def test_bench_host_divides_a_sample_of_launches_and_one_wait():
 def test_bench_host_refuses_an_empty_sample():
     with pytest.raises(ValueError):
         tb.bench_host(lambda: None, lambda _: None, per_sample=0)
+
+
+def test_bench_graph_needs_cuda():
+    import torch
+
+    from infralens.tools.bench import bench_graph
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="CUDA"):
+        bench_graph(lambda: None)

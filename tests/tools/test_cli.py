@@ -396,6 +396,18 @@ BAD_INPUT = [
     ("infralens.kernels.triton_softmax --block x", "got 'x'"),
     ("infralens.kernels.triton_softmax --block 1024 --dtype fp8", "invalid choice: 'fp8'"),
     ("infralens.kernels.triton_softmax --block 1024 --block 3", "BLOCK_N 3"),
+    # python -m infralens.kernels.triton_matmul
+    ("infralens.kernels.triton_matmul", "give --arch"),
+    ("infralens.kernels.triton_matmul --arch 70", "invalid choice: 70"),
+    ("infralens.kernels.triton_matmul --arch 80 --kernel tma", "sm_80 has no TMA unit"),
+    ("infralens.kernels.triton_matmul --arch 80 --dtype fp8e4nv", "sm_80 has no TMA unit and no FP8"),
+    ("infralens.kernels.triton_matmul --arch 90 --kernel cuda", "invalid choice: 'cuda'"),
+    # python -m infralens.kernels.vector_add
+    ("infralens.kernels.vector_add", "give --block"),
+    ("infralens.kernels.vector_add --block 1000", "BLOCK 1000: must be a power of two"),
+    ("infralens.kernels.vector_add --block 0", "expected a positive integer, got 0"),
+    ("infralens.kernels.vector_add --block 1024 --dtype fp64", "invalid choice: 'fp64'"),
+    ("infralens.kernels.vector_add --block 1024 --arch 75", "invalid choice: 75"),
     # python -m infralens.memory
     ("infralens.memory --model gpt2 --seq-len 4096", "past gpt2's 1,024 positions"),
     ("infralens.memory", "one of the arguments --hf-config --model --family is required"),

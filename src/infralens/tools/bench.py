@@ -9,6 +9,10 @@ The policy, stated once:
   slow function gets enough time for at least ``min_reps`` timed calls.
 * The result is the median of the timed calls, with the 20th and 80th percentiles as spread.
 * CPU (for the tests, which cannot time a GPU): the wall clock of repeated calls, same median.
+* :func:`bench_graph`: ``fn`` captured once into a CUDA graph and the graph's replays timed as
+  above, for work whose host side (Python, autograd) takes longer than its kernels: a replay
+  launches every kernel of ``fn`` with no host work between them, which is what the GPU sees
+  when the host runs ahead of it, as in a training loop.
 * ``device="host"``: the same wall clock, for a function that waits for its own GPU work.
   :func:`bench_host` builds one: ``per_sample`` launches back to back, then one wait
   (``jax.block_until_ready``, ``torch.cuda.synchronize``), divided by ``per_sample``, so the
@@ -26,7 +30,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-__all__ = ["Timer", "bench", "bench_host", "bench_ms", "cuda_timer", "median"]
+__all__ = ["Timer", "bench", "bench_graph", "bench_host", "bench_ms", "cuda_timer", "median"]
 
 #: A function that times a no-argument callable and returns milliseconds.
 Timer = Callable[[Callable[[], object]], float]
@@ -79,6 +83,25 @@ def bench(fn: Callable[[], object], *, device: str = "cuda", min_reps: int = 10,
         times = _cpu_times(fn, min_reps, rep_ms)
     return {"ms": median(times), "ms_q20": _quantile(times, 0.2), "ms_q80": _quantile(times, 0.8),
             "reps": len(times)}
+
+
+def bench_graph(fn: Callable[[], object], *, warmup_calls: int = 3, **kwargs) -> dict:
+    """:func:`bench` of the replay of a CUDA graph that captured one call of ``fn`` (after
+    ``warmup_calls`` calls on a side stream, as graph capture requires)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("CUDA is not available: a CUDA graph needs a GPU")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmup_calls):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return bench(graph.replay, **kwargs)
 
 
 def bench_host(launch: Callable[[], object], wait: Callable[[object], object], *,

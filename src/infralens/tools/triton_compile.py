@@ -1,8 +1,9 @@
 """Triton without a GPU: compile a ``@triton.jit`` kernel for an NVIDIA target and read its resources.
 
-:func:`compile_offline` runs Triton's real compiler (PTX, then its own ``ptxas``) for a chosen
-architecture on a machine with no GPU, so a CPU build can show what a kernel will cost on an
-H100: registers per thread, shared memory per program, and the PTX itself.
+:func:`compile_stages` and :func:`compile_offline` run Triton's real compiler (PTX, then its own
+``ptxas``) for a chosen architecture on a machine with no GPU, so a CPU build can show what a
+kernel will cost on an H100: registers per thread, shared memory per program, and the code of
+every stage.
 :func:`launched_resources` reads the same numbers from a kernel a GPU launch compiled.
 :func:`check_block` and :func:`check_options` refuse, in one line and before compiling, what the
 compiler or the GPU would refuse; :func:`quiet` keeps Triton's own warnings out of a command's output.
@@ -18,13 +19,13 @@ import re
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import triton
 import triton.language as tl
 
-__all__ = ["compile_offline", "launched_resources", "check_block", "check_options", "quiet",
+__all__ = ["compile_stages", "compile_offline", "launched_resources", "check_block", "check_options", "quiet",
            "compile_command"]
 
 #: The most elements one Triton block may hold.
@@ -63,14 +64,17 @@ def quiet() -> Iterator[None]:
 
 
 # [triton-compile:offline]
-def compile_offline(kernel, signature: dict[str, str], constexprs: dict, *, num_warps: int,
-                    num_stages: int = 1, arch: int = 90) -> dict:
-    """Compile a ``@triton.jit`` kernel for an NVIDIA GPU without one and report its resources.
+def compile_stages(kernel, signature: dict[str, str], constexprs: dict, *, num_warps: int,
+                   num_stages: int = 1, arch: int = 90, aligned: Iterable[str] | None = None) -> dict:
+    """Compile a ``@triton.jit`` kernel for an NVIDIA GPU without one and return the text of every
+    stage: Triton IR (``ttir``), Triton GPU IR (``ttgir``), LLVM IR (``llir``), ``ptx`` and the
+    machine code ``sass`` (disassembled from the cubin by the ``cuobjdump`` shipped with Triton),
+    with ``registers`` per thread and ``shared_bytes`` per program.
 
-    Triton compiles to PTX and runs its own ``ptxas``; the ``cuobjdump`` shipped with Triton
-    reads the registers per thread from the binary. Pointer and integer arguments are declared
-    multiples of 16, as Triton's launcher finds them for the shapes of the labs. Needs the real
-    compiler, so it refuses to run under ``TRITON_INTERPRET=1``.
+    Triton compiles to PTX and runs its own ``ptxas``. The arguments named in ``aligned`` (by
+    default every pointer and integer) are declared multiples of 16, as Triton's launcher finds
+    them for the shapes of the book. Needs the real compiler, so it refuses to run under
+    ``TRITON_INTERPRET=1``.
     """
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise RuntimeError("compiling needs the real compiler: unset TRITON_INTERPRET")
@@ -78,8 +82,10 @@ def compile_offline(kernel, signature: dict[str, str], constexprs: dict, *, num_
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    attrs = {(i,): [["tt.divisibility", 16]] for i, ty in enumerate(signature.values())
-             if ty.startswith("*") or ty in ("i32", "i64")}
+    if aligned is None:
+        aligned = [name for name, ty in signature.items() if ty.startswith("*") or ty in ("i32", "i64")]
+    aligned = set(aligned)
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature) if name in aligned}
     compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs),
                               target=GPUTarget("cuda", arch, 32),
                               options={"num_warps": num_warps, "num_stages": num_stages})
@@ -87,11 +93,21 @@ def compile_offline(kernel, signature: dict[str, str], constexprs: dict, *, num_
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(compiled.asm["cubin"])
         cubin.flush()
-        usage = subprocess.run([tool, "-res-usage", cubin.name], capture_output=True, text=True,
-                               check=True).stdout
-    return {"registers": int(re.search(r"REG:(\d+)", usage).group(1)),  # per thread
-            "shared_bytes": compiled.metadata.shared,  # per program, as Triton requests it
-            "ptx": compiled.asm["ptx"]}
+        usage, sass = (subprocess.run([tool, flag, cubin.name], capture_output=True, text=True,
+                                      check=True).stdout for flag in ("-res-usage", "-sass"))
+    stages = {name: compiled.asm[name] for name in ("ttir", "ttgir", "llir", "ptx")}
+    return {**stages, "sass": sass,
+            "registers": int(re.search(r"REG:(\d+)", usage).group(1)),  # per thread
+            "shared_bytes": compiled.metadata.shared}  # per program, as Triton requests it
+
+
+def compile_offline(kernel, signature: dict[str, str], constexprs: dict, *, num_warps: int,
+                    num_stages: int = 1, arch: int = 90) -> dict:
+    """Registers per thread, shared memory per program and the PTX of a kernel compiled for an
+    NVIDIA GPU without one (:func:`compile_stages`, the other stages left out)."""
+    out = compile_stages(kernel, signature, constexprs, num_warps=num_warps, num_stages=num_stages,
+                         arch=arch)
+    return {key: out[key] for key in ("registers", "shared_bytes", "ptx")}
 # [/triton-compile:offline]
 
 
