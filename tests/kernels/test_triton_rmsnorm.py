@@ -11,7 +11,9 @@ pytest.importorskip("triton")
 import torch  # noqa: E402
 
 from infralens.kernels.triton_rmsnorm import (  # noqa: E402
+    BWD_STAGES,
     bwd_programs,
+    bwd_stages,
     measure_rmsnorm,
     rms_norm,
     rms_norm_eager,
@@ -48,6 +50,8 @@ def test_backward_grid_has_a_partial_dw_row_per_program():
     assert torch.allclose(dx.double(), ref_dx, atol=1e-5) and torch.allclose(dw.double(), ref_dw, atol=1e-5)
     assert bwd_programs(6, torch.device("cpu")) == 6  # fewer rows than programs: one per row
     assert bwd_programs(10_000, torch.device("cpu"), per_sm=3) == 12  # the CPU counts 4 "SMs"
+    cpu = torch.device("cpu")  # shared memory of an sm_90 program: two rows of x and dy prefetched
+    assert bwd_stages(8192, 2, cpu) == BWD_STAGES and bwd_stages(16384, 4, cpu) == 1
 
 
 def test_operator_passes_opcheck_and_compiles_in_one_graph():

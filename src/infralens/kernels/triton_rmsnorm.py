@@ -23,11 +23,11 @@ import torch
 import triton
 import triton.language as tl
 
-from infralens.kernels.triton_softmax import row_num_warps
+from infralens.kernels.triton_softmax import persistent_stages, row_num_warps
 
 __all__ = ["rms_norm_eager", "rmsnorm_fwd_kernel", "rmsnorm_bwd_kernel", "column_sum_kernel", "rms_norm_fwd",
            "rms_norm_bwd", "rms_norm", "rmsnorm_errors", "CHECK_SHAPES", "CHECK_TOLERANCE", "bwd_programs",
-           "BWD_PROGRAMS_PER_SM", "BWD_STAGES", "rmsnorm_bytes", "measure_rmsnorm"]
+           "bwd_stages", "BWD_PROGRAMS_PER_SM", "BWD_STAGES", "rmsnorm_bytes", "measure_rmsnorm"]
 
 #: Backward grid: programs per SM (each keeps a partial dw in registers).
 BWD_PROGRAMS_PER_SM: int = 2
@@ -109,6 +109,16 @@ def bwd_programs(rows: int, device: torch.device, per_sm: int | None = None) -> 
     return max(1, min(rows, per_sm * sms))
 
 
+def bwd_stages(block_n: int, elem_bytes: int, device: torch.device) -> int:
+    """Pipeline stages of the backward's row loop: :data:`BWD_STAGES` when the rows of x and dy it
+    prefetches fit one program's shared memory (the rule of
+    :func:`~infralens.kernels.triton_softmax.persistent_stages`, for both rows), else 1."""
+    from infralens.hardware import CC_LIMITS
+
+    cc = torch.cuda.get_device_capability(device) if device.type == "cuda" else (9, 0)
+    return BWD_STAGES if persistent_stages(2 * block_n * elem_bytes, CC_LIMITS[cc]) > 1 else 1
+
+
 def _rows(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``x`` as (rows, N) with unit stride along N; refuse what the kernels cannot take."""
     from infralens.tools.triton_compile import MAX_BLOCK_NUMEL
@@ -151,9 +161,11 @@ def rms_norm_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     programs = bwd_programs(M, x.device)
     dw_part = torch.empty(programs, N, dtype=torch.float32, device=x.device)
     block = triton.next_power_of_2(N)
+    elem = x2.element_size()
     rmsnorm_bwd_kernel[(programs,)](dy2, x2, weight, rstd.reshape(-1), dx, dw_part, dy2.stride(0),
                                     x2.stride(0), dx.stride(0), M, N, BLOCK_N=block,
-                                    NUM_STAGES=BWD_STAGES, num_warps=row_num_warps(block, x2.element_size()))
+                                    NUM_STAGES=bwd_stages(block, elem, x.device),
+                                    num_warps=row_num_warps(block, elem))
     dw = torch.empty_like(weight)
     column_sum_kernel[(triton.cdiv(N, 256),)](dw_part, dw, programs, N, BLOCK_P=32, BLOCK_N=256)
     return dx.view(x.shape), dw
