@@ -119,6 +119,9 @@ def test_offline_compile_shows_warpgroup_mma_on_sm90_and_warp_mma_on_sm80():
     assert sm90["ptx_counts"]["cp.async.cg"] > 0 and sm90["ptx_counts"]["ld.global"] == 0
     bm, bn, bk, stages, _ = sm90["config"]
     assert sm90["shared_bytes"] >= stages * (bm + bn) * bk * 2  # the pipeline's buffers, BF16
+    both = _run_cli("--arch", "90", "--arch", "80", "--kernel", "pointer", "--kernel", "tma")
+    assert [(r["kernel"], r["arch"]) for r in map(json.loads, both.stdout.splitlines())] == [
+        ("pointer", 90), ("pointer", 80), ("tma", 90)]  # sm_80 has no TMA: that pair is left out
     for bad in (("--arch", "70"), ("--arch", "80", "--kernel", "tma"), ()):
         proc = _run_cli(*bad)
         assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and not proc.stdout, bad

@@ -90,3 +90,18 @@ def test_variances_against_float64():
     assert (rel(S.two_pass_variance(offset)) < 1e-5).all()
     assert (rel(S.welford_variance(offset)) < 1e-2).all()
     assert (rel(S.one_pass_variance(offset)) > 1e-1).any()          # catastrophic cancellation
+
+
+def test_welford_merge_equals_the_statistics_of_the_concatenation():
+    from infralens.numerics.summation import welford_merge
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(5.0, 2.0, size=1000)
+    parts = np.split(x, [1, 137, 600])  # uneven blocks, one of a single element
+    state = (0, 0.0, 0.0)  # the empty sample
+    for p in parts:
+        state = welford_merge(state, (len(p), p.mean(), ((p - p.mean()) ** 2).sum()))
+    n, mean, m2 = state
+    assert n == len(x)
+    assert np.isclose(mean, x.mean(), rtol=1e-14) and np.isclose(m2 / n, x.var(), rtol=1e-12)
+    assert welford_merge((0, 0.0, 0.0), (0, 0.0, 0.0)) == (0, 0.0, 0.0)

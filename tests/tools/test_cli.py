@@ -400,6 +400,7 @@ BAD_INPUT = [
     ("infralens.kernels.triton_matmul", "give --arch"),
     ("infralens.kernels.triton_matmul --arch 70", "invalid choice: 70"),
     ("infralens.kernels.triton_matmul --arch 80 --kernel tma", "sm_80 has no TMA unit"),
+    ("infralens.kernels.triton_matmul --arch 90 --arch 80 --kernel tma", "sm_80 has no TMA unit"),
     ("infralens.kernels.triton_matmul --arch 80 --dtype fp8e4nv", "sm_80 has no TMA unit and no FP8"),
     ("infralens.kernels.triton_matmul --arch 90 --kernel cuda", "invalid choice: 'cuda'"),
     # python -m infralens.kernels.vector_add

@@ -158,3 +158,22 @@ def test_compile_command_checks_every_value_first_and_prints_json_lines(capsys):
     assert capsys.readouterr().err == "demo: error: give --block BLOCK_N at least once\n"
     assert main(["--block", "16", "--block", "3"]) == 2  # the bad size is refused before any compile
     assert "BLOCK_N 3: must be a power of two" in capsys.readouterr().err and compiled == [16, 64]
+
+
+def test_launch_specialization_by_value_alignment_and_width():
+    import torch
+
+    from infralens.tools.triton_compile import launch_specialization
+
+    assert launch_specialization(1) == ("constexpr", 1)  # the value 1 is compiled in
+    assert launch_specialization(48) == ("i32", "D") and launch_specialization(50) == ("i32", "")
+    assert launch_specialization(2**31 + 16)[0] == "i64"  # too wide for int32
+    x = torch.empty(64)
+    assert launch_specialization(x) == ("*fp32", "D") and launch_specialization(x[1:])[1] == ""
+
+
+def test_offline_json_runs_the_real_compiler_from_an_interpreting_process():
+    from infralens.tools.triton_compile import offline_json
+
+    rows = offline_json("infralens.kernels.vector_add", "--block", "256")
+    assert [r["aligned_n"] for r in rows] == [True, False] and rows[0]["block"] == 256

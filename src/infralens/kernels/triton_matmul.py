@@ -494,17 +494,19 @@ def main(argv=None) -> int:
         description="Compile the matmul kernels offline for sm_80 or sm_90; print registers, shared "
                     "memory and the PTX instructions that move and multiply tiles, as JSON lines.")
     parser.add_argument("--arch", type=int, action="append", default=[], choices=(80, 90))
-    parser.add_argument("--kernel", action="append", default=[], choices=sorted(_tuned))
+    parser.add_argument("--kernel", action="append", default=[], choices=sorted(_tuned),
+                        help="repeatable (default pointer); each for every --arch that has it")
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp8e4nv"))
 
     def check(args, arch: int) -> None:
-        if arch == 80 and ("tma" in args.kernel or args.dtype == "fp8e4nv"):
+        if arch == 80 and (args.dtype == "fp8e4nv" or args.kernel == ["tma"]):
             raise ValueError("sm_80 has no TMA unit and no FP8 Tensor Cores: use --arch 90")
 
     return compile_command(
         parser, argv, each="arch", wanted="--arch 80|90", check=check,
         compile_all=lambda args: [matmul_resources(kernel, args.dtype, arch)
-                                  for kernel in args.kernel or ["pointer"] for arch in args.arch])
+                                  for kernel in args.kernel or ["pointer"] for arch in args.arch
+                                  if not (kernel == "tma" and arch == 80)])  # sm_80 has no TMA
 
 
 if __name__ == "__main__":

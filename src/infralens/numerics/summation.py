@@ -33,7 +33,8 @@ DEEPSEEK_V3_PROMOTION_INTERVAL = 128
 
 __all__ = ["FP8_TC_ACCUMULATOR_BITS", "DEEPSEEK_V3_PROMOTION_INTERVAL", "accumulate", "naive_sum",
            "pairwise_sum", "kahan_sum", "gamma", "summation_errors",
-           "two_pass_variance", "one_pass_variance", "welford_variance"]
+           "two_pass_variance", "one_pass_variance", "welford_variance",
+           "welford_merge"]
 
 
 def gamma(k: int, u: float) -> float:
@@ -122,6 +123,22 @@ def welford_variance(x: np.ndarray) -> np.ndarray:
         m2 = (m2 + (delta * (xi - mean).astype(x.dtype)).astype(x.dtype)).astype(x.dtype)
     return (m2 / x.dtype.type(x.shape[-1])).astype(x.dtype)
 # [/numerics:welford]
+
+
+# [numerics:welford-merge]
+def welford_merge(a: tuple[float, float, float], b: tuple[float, float, float]) -> tuple[float, float, float]:
+    """(count, mean, M2) of two samples together from each sample's (count, mean, M2), where M2 is
+    the sum of squared deviations from the mean (Chan, Golub and LeVeque): the combine step of a
+    parallel or blocked Welford reduction. The variance is M2 / count."""
+    n_a, mean_a, m2_a = a
+    n_b, mean_b, m2_b = b
+    n = n_a + n_b
+    if n == 0:
+        return 0, 0.0, 0.0
+    delta = mean_b - mean_a
+    mean = mean_a + delta * n_b / n  # the weighted mean, written as a correction of mean_a
+    return n, mean, m2_a + m2_b + delta * delta * n_a * n_b / n  # the spread between the two means
+# [/numerics:welford-merge]
 
 
 # [numerics:accumulate]

@@ -25,11 +25,35 @@ from typing import Any
 import triton
 import triton.language as tl
 
-__all__ = ["compile_stages", "compile_offline", "launched_resources", "check_block", "check_options", "quiet",
-           "compile_command"]
+__all__ = ["compile_stages", "compile_offline", "launch_specialization", "offline_json", "launched_resources",
+           "check_block", "check_options", "quiet", "compile_command"]
 
 #: The most elements one Triton block may hold.
 MAX_BLOCK_NUMEL: int = tl.TRITON_MAX_TENSOR_NUMEL
+
+
+def offline_json(module: str, *args: str) -> list[dict]:
+    """Run ``python -m <module> <args>``, one of the book's offline-compile commands, with the real
+    compiler (``TRITON_INTERPRET`` removed from its environment, so it works from a process that
+    interprets) and return its JSON lines."""
+    import json
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-W", "ignore", "-m", module, *args], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def launch_specialization(value) -> tuple[str, object]:
+    """How Triton's launcher classifies one argument before it looks up a compiled kernel: the
+    type the kernel is compiled for, and the specialization key (``"D"``: an integer divisible
+    by 16 or a 16-byte aligned pointer; for the integer 1, the value itself as a constant)."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    kind, key = native_specialize_impl(BaseBackend, value, False, True, True)[:2]
+    return kind, key
 
 
 def check_block(name: str, value: int, *, least: int = 1) -> None:
