@@ -339,9 +339,9 @@ def matmul_flops(M: int, N: int, K: int) -> int:
 # [matmul:measure]
 def measure_matmul(sizes=(4096, 8192), device: str = "cuda") -> dict:
     """Time cuBLAS and both Triton kernels on square problems, in BF16 and in FP8 E4M3 (per-tensor
-    scales, BF16 output, against ``torch._scaled_mm``), in one run; check each result against an
-    FP32 reference first. Returns, per size and dtype, TFLOP/s, the ratio to the library and the
-    config autotune chose."""
+    scales, BF16 output, against ``torch._scaled_mm`` with and without fast accumulation), in one
+    run, recording each result's error against an FP32 product of the same inputs. Returns, per size
+    and dtype, TFLOP/s, the ratios to the libraries and the config autotune chose."""
     from functools import partial
 
     from infralens.tools.bench import bench
@@ -357,25 +357,28 @@ def measure_matmul(sizes=(4096, 8192), device: str = "cuda") -> dict:
         a16, b16 = a.bfloat16(), b.bfloat16()
         a8 = a.to(torch.float8_e4m3fn)
         b8 = b.T.contiguous().to(torch.float8_e4m3fn).T  # column-major, as torch._scaled_mm wants
-        cases = {"bf16": (a16, b16, {}, partial(torch.mm, a16, b16)),
+        scaled = partial(torch._scaled_mm, a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        # FP8 libraries: cuBLAS with FP32 accumulation, and with Hopper's fast accumulation, which
+        # keeps fewer bits while summing over K (what Triton's FP8 tl.dot does on sm_90 by default)
+        cases = {"bf16": (a16, b16, {}, {"library": partial(torch.mm, a16, b16)}),
                  "fp8": (a8, b8, {"scale_a": one, "scale_b": one},
-                         partial(torch._scaled_mm, a8, b8, scale_a=one, scale_b=one,
-                                 out_dtype=torch.bfloat16))}
-        for dtype, (x, y, scales, library) in cases.items():
+                         {"library": scaled, "library_fast": partial(scaled, use_fast_accum=True)})}
+        for dtype, (x, y, scales, libraries) in cases.items():
             ref = x.float() @ y.float()  # FP32 product of the same (rounded) inputs
             row = {"n": n, "dtype": dtype, "flops": matmul_flops(n, n, n)}
-            for name, fn in [("library", library)] + [
+            for name, fn in [*libraries.items()] + [
                     (kern, partial(matmul, x, y, kernel=kern, **scales)) for kern in ("pointer", "tma")]:
                 out = fn()
                 err = ((out.float() - ref).norm() / ref.norm()).item()
                 t = bench(fn)
                 row[name] = {"ms": t["ms"], "tflops": row["flops"] / (t["ms"] * 1e-3) / 1e12,
                              "rel_err": err}
-                if name != "library":
+                if name in _tuned:
                     best = _tuned[name][dtype == "fp8"].best_config
                     row[name]["config"] = {**best.kwargs, "num_warps": best.num_warps,
                                            "num_stages": best.num_stages}
-                    row[name]["vs_library"] = row[name]["tflops"] / row["library"]["tflops"]
+                    for lib in libraries:
+                        row[name][f"vs_{lib}"] = row[name]["tflops"] / row[lib]["tflops"]
             rows.append(row)
     return {"device": torch.cuda.get_device_name(), "rows": rows, "checks": matmul_errors(device)}
 # [/matmul:measure]
