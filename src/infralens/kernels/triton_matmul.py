@@ -371,8 +371,8 @@ def measure_matmul(sizes=(4096, 8192), device: str = "cuda") -> dict:
                 out = fn()
                 err = ((out.float() - ref).norm() / ref.norm()).item()
                 t = bench(fn)
-                row[name] = {"ms": t["ms"], "tflops": row["flops"] / (t["ms"] * 1e-3) / 1e12,
-                             "rel_err": err}
+                row[name] = {"ms": t["ms"], "ms_q20": t["ms_q20"], "ms_q80": t["ms_q80"],
+                             "tflops": row["flops"] / (t["ms"] * 1e-3) / 1e12, "rel_err": err}
                 if name in _tuned:
                     best = _tuned[name][dtype == "fp8"].best_config
                     row[name]["config"] = {**best.kwargs, "num_warps": best.num_warps,
