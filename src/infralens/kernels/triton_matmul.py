@@ -465,11 +465,15 @@ def matmul_resources(kernel: str = "pointer", dtype: str = "bf16", arch: int = 9
               "SCALED": dtype == "fp8e4nv"}
     if kernel == "pointer":
         consts["EVEN_K"] = True
+        # A and C row-major; B row-major for 16-bit types and column-major (K-major) for FP8, as the
+        # measurements pass them. A stride of 1 is a constant, as Triton's launcher specializes it.
+        b_unit = "stride_bk" if consts["SCALED"] else "stride_bn"
         signature = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "c_ptr": "*bf16", "scale_a_ptr": "*fp32",
                      "scale_b_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "stride_am": "i32",
-                     "stride_ak": "constexpr", "stride_bk": "i32", "stride_bn": "constexpr",
+                     "stride_ak": "constexpr", "stride_bk": "i32", "stride_bn": "i32",
                      "stride_cm": "i32", "stride_cn": "constexpr"}
-        consts.update(stride_ak=1, stride_bn=1, stride_cn=1)  # row-major, as Triton specializes 1
+        signature[b_unit] = "constexpr"
+        consts.update({"stride_ak": 1, b_unit: 1, "stride_cn": 1})
         fn = matmul_kernel
     else:
         consts["B_KMAJOR"] = dtype == "fp8e4nv"
