@@ -83,3 +83,14 @@ def test_measure_needs_cuda():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match="CUDA"):
         measure_rmsnorm()
+
+
+def test_eager_traffic_is_the_operators_eager_runs():
+    from infralens.kernels.triton_rmsnorm import eager_rmsnorm_traffic, rms_norm_eager
+    from tests.tensors import aten_traffic
+
+    M, N = 6, 8
+    rows = aten_traffic(rms_norm_eager, torch.randn(M, N).bfloat16(), torch.randn(N).bfloat16())
+    model = eager_rmsnorm_traffic(M, N, 2)
+    assert [(r["read"], r["write"]) for r in model] == [(rd, wr) for _, rd, wr in rows]
+    assert len(model) == 9  # nine kernels where the fused forward is one

@@ -42,6 +42,16 @@ def test_parse_ncu_csv():
     assert ncu.parse_ncu_csv("==PROF== nothing profiled\n") == {}
 
 
+def test_parse_ncu_launches_keeps_every_launch_in_order():
+    got = ncu.parse_ncu_launches(NCU_SAMPLE)
+    assert [(launch["id"], launch["kernel"]) for launch in got] == [
+        (0, "transpose_tile32"), (1, "transpose_tile33"), (2, "transpose_tile33"), (3, "copy_tile")]
+    assert got[0] == {"kernel": "transpose_tile32", "id": 0, SHARED_LD: 16515072.0,
+                      "smsp__thread_inst_executed_per_inst_executed.ratio": 31.52}
+    assert got[2][SHARED_LD] == 7.0  # the second launch of a kernel, which parse_ncu_csv drops
+    assert ncu.parse_ncu_launches("==PROF== nothing profiled\n") == []
+
+
 def test_shared_metrics_are_well_formed_counter_names():
     for metric in ncu.SHARED_METRICS:
         base, _, rollup = metric.partition(".")
@@ -71,7 +81,7 @@ with open({log!r}, "w") as f:
 opts = dict(zip(args[1:7:2], args[2:7:2]))  # after --csv: three options with values
 metrics = opts["--metrics"].split(",")
 rest = args[7:]
-if rest[0] == "--kernel-name":
+while rest[0] in ("--kernel-name", "--profile-from-start"):
     rest = rest[2:]
 header = {header!r}
 rows = [",".join('"' + h + '"' for h in header)]
@@ -111,6 +121,16 @@ def test_profile_drops_what_this_gpu_lacks_and_reads_every_kernel(fake_ncu):
     assert argv[:4] == ["--csv", "--clock-control", "none", "--log-file"]
     assert argv[5:7] == ["--metrics", "dram__bytes_read.sum,gpu__time_duration.sum"]
     assert argv[7:11] == ["--kernel-name", "regex:^(reduce|copy)", sys.executable, "-c"]
+
+
+def test_profile_of_a_region_passes_the_flag_and_lists_launches(fake_ncu):
+    path, log = fake_ncu
+    out = ncu.profile([sys.executable, "-c", "pass"], ["dram__bytes_read.sum"], ncu=str(path),
+                      from_start=False)
+    assert json.loads(log.read_text())[7:9] == ["--profile-from-start", "off"]
+    assert [(launch["id"], launch["kernel"]) for launch in out["launches"]] == [
+        (0, "reduce3_sequential"), (1, "copy_vec4")]
+    assert out["launches"][1]["dram__bytes_read.sum"] == 1024.0
 
 
 def test_a_failing_program_raises_with_the_tail_of_its_output(fake_ncu):

@@ -28,7 +28,7 @@ import torch._dynamo
 from infralens.tools.glue import repo_relative
 
 __all__ = ["DynamoCapture", "aot_graphs", "compile_logs", "dynamo_graphs", "guard_lines",
-           "inductor_kernels", "inductor_source"]
+           "inductor_kernels", "inductor_source", "fusion_report"]
 
 @dataclass(frozen=True)
 class DynamoCapture:
@@ -131,3 +131,22 @@ _TRITON = re.compile(r"(\w+) = async_compile\.triton\('\w+', '''\n(.*?)''', devi
 def inductor_kernels(source: str) -> dict[str, str]:
     """Kernel name -> kernel source (C++ or Triton) found in an Inductor module."""
     return {name: body.strip() for pat in (_CPP, _TRITON) for name, body in pat.findall(source)}
+
+
+def fusion_report(fn: Callable, *args) -> dict:
+    """What Inductor fused in ``fn(*args)`` on a GPU: the CUDA kernels eager mode and the compiled
+    function launch (names, in order), the source of every kernel Inductor wrote, and both
+    functions' times (:func:`~infralens.tools.bench.bench`)."""
+    from functools import partial
+
+    from torch._inductor.utils import run_and_get_code
+
+    from infralens.profiling.trace import cuda_kernels
+    from infralens.tools.bench import bench
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn)
+    _, sources = run_and_get_code(compiled, *args)
+    return {"eager": cuda_kernels(fn, *args), "compiled": cuda_kernels(compiled, *args),
+            "kernels": inductor_kernels(repo_relative("\n".join(sources))),
+            "times": {"eager": bench(partial(fn, *args)), "compiled": bench(partial(compiled, *args))}}

@@ -29,11 +29,14 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from infralens.tools.triton_compile import interpreting
+
 __all__ = ["tile_of", "tile_order_kernel", "launch_order", "wave_tiles", "matmul_kernel",
            "matmul_tma_kernel", "matmul", "MATMUL_CONFIGS", "FP8_CONFIGS", "GROUP_M", "INTERPRET_CONFIG",
            "matmul_flops", "measure_matmul", "TMA_ALIGN_BYTES", "PTX_MARKERS", "matmul_resources", "main",
            "dram_read_model", "profile_group_order", "ORDER_NCU_METRICS", "CHECK_SHAPES",
-           "CHECK_TOLERANCE", "matmul_errors"]
+           "CHECK_TOLERANCE", "matmul_errors", "tma_tile_product", "check_tma_rows",
+           "tma_configs"]
 
 #: The TMA unit copies rows whose strides are multiples of 16 bytes.
 TMA_ALIGN_BYTES: int = 16
@@ -150,12 +153,10 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, M, N, K,
 
 # [matmul:tma-kernel]
 @triton.jit
-def matmul_tma_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr, SCALED: tl.constexpr, B_KMAJOR: tl.constexpr):
-    pid_m, pid_n = tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    off_m = pid_m * BLOCK_M
-    off_n = pid_n * BLOCK_N
+def tma_tile_product(a_desc, b_desc, off_m, off_n, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_K: tl.constexpr, B_KMAJOR: tl.constexpr):
+    """The FP32 product of the ``BLOCK_M`` rows of A from ``off_m`` and the ``BLOCK_N`` columns of
+    B from ``off_n``, over all of K: the main loop every TMA-descriptor matmul kernel shares."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         a = a_desc.load([off_m, k * BLOCK_K])  # (BLOCK_M, BLOCK_K); zeros past the edges
@@ -164,6 +165,17 @@ def matmul_tma_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
         else:
             b = b_desc.load([k * BLOCK_K, off_n])  # (BLOCK_K, BLOCK_N)
         acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def matmul_tma_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      GROUP_M: tl.constexpr, SCALED: tl.constexpr, B_KMAJOR: tl.constexpr):
+    pid_m, pid_n = tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    acc = tma_tile_product(a_desc, b_desc, off_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR)
     if SCALED:
         acc = acc * (tl.load(scale_a_ptr) * tl.load(scale_b_ptr))
     c_desc.store([off_m, off_n], acc.to(c_desc.dtype))  # the edges are clipped by the TMA unit
@@ -200,6 +212,22 @@ def _set_tile_shapes(nargs: dict) -> None:
     nargs["c_desc"].block_shape = [bm, bn]
 
 
+def tma_configs(tiles: dict, shapes: list[tuple[int, ...]] | None = None, extra: list[dict] | None = None
+                ) -> list[triton.Config]:
+    """Autotune configs for a kernel that takes tensor descriptors: each tile shape of ``shapes``
+    (default :data:`MATMUL_CONFIGS`) with each dict of constexprs in ``extra`` (default one empty
+    dict), with a hook that gives every descriptor named in ``tiles`` its tile shape for the
+    config: ``tiles`` maps a descriptor's name to a function of the launch's arguments,
+    ``{"x_desc": lambda a: [a["BLOCK_M"], a["BLOCK_K"]], ...}``."""
+    def set_shapes(nargs: dict) -> None:
+        for name, shape_of in tiles.items():
+            nargs[name].block_shape = shape_of(nargs)
+
+    return [triton.Config({**cfg.kwargs, **more}, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
+                          pre_hook=set_shapes)
+            for cfg in _configs(shapes or MATMUL_CONFIGS) for more in (extra or [{}])]
+
+
 _KEY = ["M", "N", "K", "SCALED"]
 #: K % BLOCK_K == 0 lets the pointer kernel drop its K mask; set for each config autotune tries.
 _even_k = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
@@ -209,12 +237,6 @@ _tuned = {
     "tma": {fp8: triton.autotune(_configs(shapes, _set_tile_shapes), key=_KEY)(matmul_tma_kernel)
             for fp8, shapes in ((False, MATMUL_CONFIGS), (True, FP8_CONFIGS))},
 }
-
-
-def _interpreting() -> bool:
-    import os
-
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def _check(a: torch.Tensor, b: torch.Tensor, scale_a, scale_b, kernel: str) -> bool:
@@ -240,10 +262,16 @@ def _check(a: torch.Tensor, b: torch.Tensor, scale_a, scale_b, kernel: str) -> b
         if b.stride(1) != 1 and b.stride(0) != 1:
             raise ValueError("b: the TMA kernel needs a row-major or column-major B")
         for name, t in (("a", a), ("b", b)):
-            if max(t.stride()) * t.element_size() % TMA_ALIGN_BYTES:
-                raise ValueError(f"{name}: the TMA kernel needs rows that start on {TMA_ALIGN_BYTES}-byte "
-                                 f"boundaries (stride {max(t.stride())} elements)")
+            check_tma_rows(name, t)
     return fp8
+
+
+def check_tma_rows(name: str, t: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless every row of the 2-D ``t`` (or of its transpose, for a
+    column-major ``t``) starts on a :data:`TMA_ALIGN_BYTES` boundary, as a tensor descriptor needs."""
+    if max(t.stride()) * t.element_size() % TMA_ALIGN_BYTES:
+        raise ValueError(f"{name}: the TMA kernel needs rows that start on {TMA_ALIGN_BYTES}-byte "
+                         f"boundaries (stride {max(t.stride())} elements)")
 
 
 # [matmul:launch]
@@ -263,7 +291,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, scale_a: torch.Tensor | None = N
     c = torch.empty(M, N, dtype=out_dtype or (torch.bfloat16 if fp8 else a.dtype), device=a.device)
     if not fp8:
         scale_a = scale_b = c  # never read: SCALED is False
-    if _interpreting():
+    if interpreting():
         config = config or INTERPRET_CONFIG
         if a.dtype == torch.bfloat16:  # the interpreter's tl.dot misreads BF16 tiles: give it FP32
             a, b = a.float(), b.float()

@@ -27,7 +27,8 @@ from infralens.kernels.triton_softmax import persistent_stages, row_num_warps
 
 __all__ = ["rms_norm_eager", "rmsnorm_fwd_kernel", "rmsnorm_bwd_kernel", "column_sum_kernel", "rms_norm_fwd",
            "rms_norm_bwd", "rms_norm", "rmsnorm_errors", "CHECK_SHAPES", "CHECK_TOLERANCE", "bwd_programs",
-           "bwd_stages", "BWD_PROGRAMS_PER_SM", "BWD_STAGES", "rmsnorm_bytes", "measure_rmsnorm"]
+           "bwd_stages", "BWD_PROGRAMS_PER_SM", "BWD_STAGES", "rmsnorm_bytes", "measure_rmsnorm",
+           "eager_rmsnorm_traffic", "profile_rmsnorm_fusion"]
 
 #: Backward grid: programs per SM (each keeps a partial dw in registers).
 BWD_PROGRAMS_PER_SM: int = 2
@@ -241,6 +242,54 @@ def rmsnorm_bytes(M: int, N: int, elem_bytes: int, programs: int) -> dict[str, i
     bwd = 3 * rows + N * elem_bytes + 4 * M + 2 * programs * N * 4 + N * elem_bytes
     return {"fwd": fwd, "bwd": bwd, "fwd_bwd": fwd + bwd, "copy_of_x": 2 * rows}
 # [/rmsnorm:bytes]
+
+
+# [rmsnorm:eager-traffic]
+def eager_rmsnorm_traffic(M: int, N: int, elem_bytes: int) -> list[dict]:
+    """The kernels :func:`rms_norm_eager` launches on an (M, N) input of ``elem_bytes`` per
+    element (narrower than FP32), in order, with the HBM bytes each must read and write: every
+    intermediate is an (M, N) or (M, 1) FP32 tensor written by one kernel and read by the next."""
+    x, f, row, w = M * N * elem_bytes, M * N * 4, M * 4, N * elem_bytes
+    return [{"op": "x.to(float32)", "read": x, "write": f},
+            {"op": "pow(2)", "read": f, "write": f},
+            {"op": "mean(dim=-1)", "read": f, "write": row},
+            {"op": "+ eps", "read": row, "write": row},
+            {"op": "rsqrt", "read": row, "write": row},
+            {"op": "xf * r", "read": f + row, "write": f},
+            {"op": "weight.to(float32)", "read": w, "write": N * 4},
+            {"op": "* weight", "read": f + N * 4, "write": f},
+            {"op": ".to(x.dtype)", "read": f, "write": x}]
+# [/rmsnorm:eager-traffic]
+
+
+def _drive(variant: str, M: int, N: int) -> None:
+    """One forward of ``variant`` inside the profiled region, after one outside it (compiles)."""
+    from infralens.tools.ncu import region
+
+    fn = {"eager": rms_norm_eager, "fused": lambda x, w: rms_norm_fwd(x, w, 1e-6)[0]}[variant]
+    x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+    fn(x, w)
+    with region():
+        fn(x, w)
+
+
+def profile_rmsnorm_fusion(M: int = 16384, N: int = 4096, variants=("eager", "fused")) -> dict:
+    """Every kernel launch of one bf16 RMSNorm forward, eager and fused, under Nsight Compute,
+    beside :func:`eager_rmsnorm_traffic` and :func:`rmsnorm_bytes`."""
+    import sys
+
+    from infralens.tools.ncu import DRAM_METRICS, profile
+
+    out = {"shape": [M, N], "model": {"eager": eager_rmsnorm_traffic(M, N, 2),
+                                      "fused": rmsnorm_bytes(M, N, 2, 1)["fwd"]}, "variants": {}}
+    for variant in variants:
+        code = ("import sys; from infralens.kernels.triton_rmsnorm import _drive; "
+                "_drive(sys.argv[1], *map(int, sys.argv[2:4]))")
+        res = profile([sys.executable, "-c", code, variant, str(M), str(N)], DRAM_METRICS, from_start=False)
+        out["ncu_version"] = res["ncu_version"]
+        out["variants"][variant] = res["launches"]
+    return out
 
 
 # [rmsnorm:measure]

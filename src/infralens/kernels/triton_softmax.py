@@ -29,7 +29,7 @@ from infralens.tools.bench import bench_ms
 from infralens.tools.triton_compile import check_block, compile_offline, launched_resources
 
 __all__ = [
-    "naive_softmax", "softmax_bytes", "softmax_row_kernel", "softmax_online_kernel",
+    "naive_softmax", "softmax_bytes", "softmax_row_kernel", "softmax_online_kernel", "online_max_sum",
     "softmax_persistent_kernel", "softmax", "softmax_online", "softmax_persistent",
     "row_num_warps", "persistent_stages", "programs_per_sm", "persistent_grid",
     "expected_speedup", "measure_softmax", "measure_num_warps", "VARIANTS", "row_kernel_resources",
@@ -123,14 +123,12 @@ def softmax(x: torch.Tensor, *, num_warps: int | None = None) -> torch.Tensor:
 
 # [softmax:online-kernel]
 @triton.jit
-def softmax_online_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols,
-                          BLOCK_N: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = x_ptr + row * x_row_stride
-    y_row = y_ptr + row * y_row_stride
+def online_max_sum(x_row, n_cols, BLOCK_N: tl.constexpr):
+    """The max of the first ``n_cols`` elements at ``x_row`` and the sum of exp(x - max), in one
+    read of the row, ``BLOCK_N`` columns at a time."""
     cols = tl.arange(0, BLOCK_N)
-    # Pass 1 (read N): every lane keeps its own running max m and running sum l over the
-    # columns it sees, rescaling l whenever its max grows.
+    # Every lane keeps its own running max m and running sum l over the columns it sees,
+    # rescaling l whenever its max grows.
     m = tl.full([BLOCK_N], -float("inf"), tl.float32)  # (BLOCK_N,) running max per lane
     l = tl.zeros([BLOCK_N], dtype=tl.float32)  # (BLOCK_N,) running sum of exp(x - m)
     for start in range(0, n_cols, BLOCK_N):
@@ -143,6 +141,17 @@ def softmax_online_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols,
     # Merge the lanes with the same rule: one max and one sum for the row.
     row_max = tl.max(m, axis=0)
     row_sum = tl.sum(l * tl.exp(m - row_max), axis=0)
+    return row_max, row_sum
+
+
+@triton.jit
+def softmax_online_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols,
+                          BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * x_row_stride
+    y_row = y_ptr + row * y_row_stride
+    cols = tl.arange(0, BLOCK_N)
+    row_max, row_sum = online_max_sum(x_row, n_cols, BLOCK_N)  # pass 1: read N
     # Pass 2 (read N again, write N): normalize with the final max and sum.
     for start in range(0, n_cols, BLOCK_N):
         mask = start + cols < n_cols

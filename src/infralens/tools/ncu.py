@@ -7,6 +7,7 @@ the counters the book reads (bytes, wavefronts, instructions) do not depend on c
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import glob
 import io
@@ -14,7 +15,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 SHARED_METRICS = (
@@ -25,6 +26,8 @@ SHARED_METRICS = (
     "smsp__sass_inst_executed_op_shared_ld.sum",
     "smsp__sass_inst_executed_op_shared_st.sum",
 )
+#: DRAM bytes both ways and each kernel's duration: what a fusion changes.
+DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum")
 #: The reduction ladder adds divergence (threads per warp instruction, all and predicated-on),
 #: instruction count, occupancy and DRAM traffic.
 
@@ -77,13 +80,44 @@ def _first_launch_rows(text: str) -> Iterable[tuple[str, dict[str, str]]]:
         yield kernel, row
 
 
+def parse_ncu_launches(text: str) -> list[dict]:
+    """``ncu --csv`` (details page) -> one dict per kernel launch, in launch order:
+    ``{"kernel": name cut at the argument list, "id": launch ID, metric: value, ...}``."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    out: dict[str, dict] = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        kernel = row.get("Kernel Name", "").split("(")[0].strip()
+        if not kernel or not row.get("Metric Name") or not row.get("ID", "").strip().isdigit():
+            continue
+        launch = out.setdefault(row["ID"], {"kernel": kernel, "id": int(row["ID"])})
+        launch[row["Metric Name"]] = _number(row.get("Metric Value", ""))
+    return sorted(out.values(), key=lambda launch: launch["id"])
+
+
+@contextlib.contextmanager
+def region() -> Iterator[None]:
+    """The part of a program that :func:`profile` with ``from_start=False`` measures: the GPU is
+    idle when it starts, and everything launched inside it has finished when it ends."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    try:
+        yield
+        torch.cuda.synchronize()
+    finally:
+        torch.cuda.cudart().cudaProfilerStop()
+
+
 def profile(command: Sequence[str], metrics: Iterable[str], *, kernel_regex: str | None = None,
             ncu: str | None = None, env: Mapping[str, str] | None = None,
-            timeout: float = 300.0) -> dict:
+            timeout: float = 300.0, from_start: bool = True) -> dict:
     """Run ``command`` under Nsight Compute and return the counters of every kernel it launches.
 
-    Metrics this GPU does not offer are dropped and listed under ``missing``. A kernel launched
-    several times keeps its first launch's values.
+    Metrics this GPU does not offer are dropped and listed under ``missing``. Under ``kernels`` a
+    kernel launched several times keeps its first launch's values; ``launches`` lists every
+    launch in order. With ``from_start=False`` only the launches inside the program's
+    :func:`region` are profiled.
     """
     ncu = ncu or find_ncu()
     if ncu is None:
@@ -96,6 +130,8 @@ def profile(command: Sequence[str], metrics: Iterable[str], *, kernel_regex: str
         log = Path(tmp) / "ncu.csv"
         cmd = [ncu, "--csv", "--clock-control", "none", "--log-file", str(log),
                "--metrics", ",".join(present)]
+        if not from_start:
+            cmd += ["--profile-from-start", "off"]
         if kernel_regex:
             cmd += ["--kernel-name", f"regex:{kernel_regex}"]
         proc = subprocess.run([*cmd, *command], capture_output=True, text=True, timeout=timeout,
@@ -107,7 +143,8 @@ def profile(command: Sequence[str], metrics: Iterable[str], *, kernel_regex: str
         tail = "\n".join((proc.stdout + proc.stderr + text).strip().splitlines()[-15:])
         raise RuntimeError(f"ncu failed (exit {proc.returncode}):\n{tail}")
     return {"ncu_version": version.splitlines()[-1] if version else "", "metrics": present,
-            "missing": [m for m in metrics if m not in present], "kernels": parse_ncu_csv(text)}
+            "missing": [m for m in metrics if m not in present], "kernels": parse_ncu_csv(text),
+            "launches": parse_ncu_launches(text)}
 
 
 # [ncu:source]

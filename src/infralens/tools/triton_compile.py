@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 __all__ = ["compile_stages", "compile_offline", "launch_specialization", "offline_json", "launched_resources",
-           "check_block", "check_options", "quiet", "compile_command"]
+           "check_block", "check_options", "quiet", "compile_command", "interpreting"]
 
 #: The most elements one Triton block may hold.
 MAX_BLOCK_NUMEL: int = tl.TRITON_MAX_TENSOR_NUMEL
@@ -43,6 +43,11 @@ def offline_json(module: str, *args: str) -> list[dict]:
     out = subprocess.run([sys.executable, "-W", "ignore", "-m", module, *args], env=env, check=True,
                          capture_output=True, text=True).stdout
     return [json.loads(line) for line in out.splitlines()]
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET`` set and not 0)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def launch_specialization(value) -> tuple[str, object]:
@@ -100,7 +105,7 @@ def compile_stages(kernel, signature: dict[str, str], constexprs: dict, *, num_w
     them for the shapes of the book. Needs the real compiler, so it refuses to run under
     ``TRITON_INTERPRET=1``.
     """
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    if interpreting():
         raise RuntimeError("compiling needs the real compiler: unset TRITON_INTERPRET")
     check_options(num_warps, num_stages)
     from triton.backends.compiler import GPUTarget
@@ -122,6 +127,7 @@ def compile_stages(kernel, signature: dict[str, str], constexprs: dict, *, num_w
     stages = {name: compiled.asm[name] for name in ("ttir", "ttgir", "llir", "ptx")}
     return {**stages, "sass": sass,
             "registers": int(re.search(r"REG:(\d+)", usage).group(1)),  # per thread
+            "stack_bytes": int(re.search(r"STACK:(\d+)", usage).group(1)),  # per thread: spills live here
             "shared_bytes": compiled.metadata.shared}  # per program, as Triton requests it
 
 
