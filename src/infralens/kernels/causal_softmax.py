@@ -31,11 +31,12 @@ BLOCK_N_MAX: int = 1024
 # [causal-softmax:eager]
 def causal_softmax_eager(scores: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of ``scores`` with the bottom-right causal mask, in
-    PyTorch ops (R rows of n_k scores; the mask is n_q x n_k booleans, one byte each)."""
+    PyTorch ops (R rows of n_k scores; the mask is n_q x n_k booleans, one byte each, broadcast
+    over the R / n_q blocks of queries)."""
     n_q, n_k = scores.shape[-2:]
     seen = visible(torch.arange(n_q, device=scores.device) + (n_k - n_q),
                    torch.arange(n_k, device=scores.device))  # write n_q n_k
-    masked = torch.where(seen, scores, float("-inf"))  # read R n_k + n_q n_k, write R n_k
+    masked = torch.where(seen, scores, float("-inf"))  # read R n_k + R n_k / e, write R n_k
     return torch.softmax(masked, dim=-1)  # read R n_k, write R n_k
 # [/causal-softmax:eager]
 
@@ -50,13 +51,14 @@ def visible_keys(n_q: int, n_k: int) -> int:
 # [causal-softmax:bytes]
 def causal_softmax_bytes(rows: int, n_q: int, n_k: int, elem_bytes: int) -> dict[str, int]:
     """HBM bytes of the causal softmax of ``rows`` rows (``rows / n_q`` query blocks), from the
-    counts above: eager (mask kept in L2 across blocks, each row read once by ``softmax``), and
-    fused (the visible scores read once, every output written once)."""
+    counts above: eager (the mask written once and read again for every block of queries, as
+    the scores streaming through L2 evict it; each row read once by ``softmax``), and fused (the
+    visible scores read once, every output written once)."""
     if rows % n_q:
         raise ValueError(f"rows {rows} is not a whole number of {n_q}-query blocks")
     scores = rows * n_k * elem_bytes
     mask = n_q * n_k  # one byte per bool
-    eager = mask + (scores + mask + scores) + (scores + scores)
+    eager = mask + (scores + rows // n_q * mask + scores) + (scores + scores)
     fused = rows // n_q * visible_keys(n_q, n_k) * elem_bytes + scores
     return {"eager": eager, "fused": fused, "scores": scores}
 # [/causal-softmax:bytes]

@@ -26,8 +26,12 @@ SHARED_METRICS = (
     "smsp__sass_inst_executed_op_shared_ld.sum",
     "smsp__sass_inst_executed_op_shared_st.sum",
 )
-#: DRAM bytes both ways and each kernel's duration: what a fusion changes.
-DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum")
+#: What a fusion changes: DRAM bytes both ways, the 32-byte sectors a kernel writes into L2, and
+#: each kernel's duration. A kernel's DRAM write count misses the dirty lines still in L2 when it
+#: ends (the profiler's cache flush writes them back outside the kernel's measurement); the L2
+#: write sectors count every byte it stored.
+DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sectors_op_write.sum",
+                "gpu__time_duration.sum")
 #: The reduction ladder adds divergence (threads per warp instruction, all and predicated-on),
 #: instruction count, occupancy and DRAM traffic.
 
@@ -92,6 +96,27 @@ def parse_ncu_launches(text: str) -> list[dict]:
         launch = out.setdefault(row["ID"], {"kernel": kernel, "id": int(row["ID"])})
         launch[row["Metric Name"]] = _number(row.get("Metric Value", ""))
     return sorted(out.values(), key=lambda launch: launch["id"])
+
+
+def launch_bytes(launch: Mapping[str, float | None]) -> dict[str, float]:
+    """One launch of :data:`DRAM_METRICS` in bytes and seconds: ``read`` (DRAM), ``write`` (DRAM),
+    ``stored`` (sectors written into L2, x 32 bytes), ``seconds``."""
+    return {"read": launch.get("dram__bytes_read.sum") or 0.0,
+            "write": launch.get("dram__bytes_write.sum") or 0.0,
+            "stored": 32 * (launch.get("lts__t_sectors_op_write.sum") or 0.0),
+            "seconds": (launch.get("gpu__time_duration.sum") or 0.0) * 1e-9}
+
+
+def format_launches(launches: Iterable[Mapping[str, float | None]], width: int = 56) -> str:
+    """One line per launch: kernel name (cut to ``width``), DRAM MB read and written, MB stored
+    into L2, microseconds."""
+    lines = []
+    for launch in launches:
+        b = launch_bytes(launch)
+        lines.append(f"  {str(launch.get('kernel'))[:width]:<{width}} read {b['read'] / 1e6:7.1f} MB, write "
+                     f"{b['write'] / 1e6:7.1f} MB (stored {b['stored'] / 1e6:7.1f} MB), "
+                     f"{b['seconds'] * 1e6:7.1f} µs")
+    return "\n".join(lines)
 
 
 @contextlib.contextmanager
