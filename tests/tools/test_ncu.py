@@ -226,7 +226,7 @@ def test_parse_sections_csv_keeps_sections_units_and_the_first_launch():
 
 def test_launch_bytes_and_lines():
     launch = {"kernel": "k", "dram__bytes_read.sum": 2e6, "dram__bytes_write.sum": 1e6,
-              "lts__t_sectors_op_write.sum": 62500.0, "gpu__time_duration.sum": 1500.0}
+              "lts__t_sectors_srcunit_tex_op_write.sum": 62500.0, "gpu__time_duration.sum": 1500.0}
     assert ncu.launch_bytes(launch) == {"read": 2e6, "write": 1e6, "stored": 2e6, "seconds": 1.5e-6}
     line = ncu.format_launches([launch])
     assert "read     2.0 MB" in line and "stored     2.0 MB" in line and "1.5 µs" in line

@@ -26,12 +26,14 @@ SHARED_METRICS = (
     "smsp__sass_inst_executed_op_shared_ld.sum",
     "smsp__sass_inst_executed_op_shared_st.sum",
 )
-#: What a fusion changes: DRAM bytes both ways, the 32-byte sectors a kernel writes into L2, and
+#: What a fusion changes: DRAM bytes both ways, the 32-byte sectors the SMs write into L2, and
 #: each kernel's duration. A kernel's DRAM write count misses the dirty lines still in L2 when it
 #: ends (the profiler's cache flush writes them back outside the kernel's measurement); the L2
-#: write sectors count every byte it stored.
-DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sectors_op_write.sum",
-                "gpu__time_duration.sum")
+#: write sectors requested by the SMs (``srcunit_tex``) count every byte it stored. All L2 write
+#: sectors (``lts__t_sectors_op_write``) also count writes forwarded from one L2 partition to the
+#: other, which is why they are kept apart.
+DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sectors_srcunit_tex_op_write.sum",
+                "lts__t_sectors_op_write.sum", "gpu__time_duration.sum")
 #: The reduction ladder adds divergence (threads per warp instruction, all and predicated-on),
 #: instruction count, occupancy and DRAM traffic.
 
@@ -100,10 +102,10 @@ def parse_ncu_launches(text: str) -> list[dict]:
 
 def launch_bytes(launch: Mapping[str, float | None]) -> dict[str, float]:
     """One launch of :data:`DRAM_METRICS` in bytes and seconds: ``read`` (DRAM), ``write`` (DRAM),
-    ``stored`` (sectors written into L2, x 32 bytes), ``seconds``."""
+    ``stored`` (sectors the SMs wrote into L2, x 32 bytes), ``seconds``."""
     return {"read": launch.get("dram__bytes_read.sum") or 0.0,
             "write": launch.get("dram__bytes_write.sum") or 0.0,
-            "stored": 32 * (launch.get("lts__t_sectors_op_write.sum") or 0.0),
+            "stored": 32 * (launch.get("lts__t_sectors_srcunit_tex_op_write.sum") or 0.0),
             "seconds": (launch.get("gpu__time_duration.sum") or 0.0) * 1e-9}
 
 
