@@ -230,3 +230,5 @@ def test_launch_bytes_and_lines():
     assert ncu.launch_bytes(launch) == {"read": 2e6, "write": 1e6, "stored": 2e6, "seconds": 1.5e-6}
     line = ncu.format_launches([launch])
     assert "read     2.0 MB" in line and "stored     2.0 MB" in line and "1.5 µs" in line
+    totals = ncu.launch_totals([launch, launch])
+    assert totals == {"read": 4e6, "write": 2e6, "stored": 4e6, "seconds": 3e-6, "kernels": 2}

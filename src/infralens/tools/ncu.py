@@ -109,6 +109,13 @@ def launch_bytes(launch: Mapping[str, float | None]) -> dict[str, float]:
             "seconds": (launch.get("gpu__time_duration.sum") or 0.0) * 1e-9}
 
 
+def launch_totals(launches: Iterable[Mapping[str, float | None]]) -> dict[str, float]:
+    """:func:`launch_bytes` summed over launches, with their count under ``kernels``."""
+    launches = list(launches)
+    sums = {key: sum(launch_bytes(k)[key] for k in launches) for key in ("read", "write", "stored", "seconds")}
+    return {**sums, "kernels": len(launches)}
+
+
 def format_launches(launches: Iterable[Mapping[str, float | None]], width: int = 56) -> str:
     """One line per launch: kernel name (cut to ``width``), DRAM MB read and written, MB stored
     into L2, microseconds."""
