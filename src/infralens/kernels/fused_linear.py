@@ -218,7 +218,10 @@ def _variants(config: dict) -> dict:
     def triton_unfused(x, w, b, r):  # the same main loop and tiles, elementwise ops after it
         return F.gelu(matmul(x, w.t(), kernel="tma", config=mm_config) + b) + r
 
-    return {"eager": linear_gelu_residual_eager, "triton_unfused": triton_unfused,
+    def linear(x, w, b, r):  # nn.Linear's call: addmm, where cuBLASLt can add the bias itself
+        return F.gelu(F.linear(x, w, b)) + r
+
+    return {"eager": linear_gelu_residual_eager, "linear": linear, "triton_unfused": triton_unfused,
             "fused": lambda x, w, b, r: linear_gelu_residual(x, w, b, r, config=config),
             "cublas_mm": lambda x, w, b, r: torch.mm(x, w.t()),
             "triton_mm": lambda x, w, b, r: matmul(x, w.t(), kernel="tma", config=mm_config)}
@@ -227,11 +230,13 @@ def _variants(config: dict) -> dict:
 # [fused-linear:measure]
 def measure_epilogue(shapes=None, device: str = "cuda") -> dict:
     """Time, in one run and for each (M, K, N) of :data:`EPILOGUE_SHAPES`: eager PyTorch (cuBLAS
-    and three elementwise kernels), ``torch.compile`` of it, the Triton matmul followed by the
-    same elementwise ops, the fused kernel, and the two matmuls alone; with the fused kernel's
-    and eager's errors on 256 rows against float64 and the tile shape autotuning picked."""
+    and three elementwise kernels), the same with ``F.linear`` taking the bias, ``torch.compile``
+    of the eager function, the Triton matmul followed by the same elementwise ops, the fused
+    kernel, and the two matmuls alone; with each variant's errors on 256 rows against float64,
+    the CUDA kernels each launches, and the tile shape autotuning picked."""
     from functools import partial
 
+    from infralens.profiling.trace import cuda_kernels
     from infralens.tools.bench import bench
 
     if not torch.cuda.is_available():
@@ -244,11 +249,12 @@ def measure_epilogue(shapes=None, device: str = "cuda") -> dict:
         variants = {**_variants(config), "compiled": torch.compile(linear_gelu_residual_eager)}
         ref = F.gelu(x[:256].double() @ w.double().t() + b.double()) + r[:256].double()
         row = {"shape": [M, K, N], "config": config, "bytes": epilogue_bytes(M, N, x.element_size()),
-               "times": {}, "err": {}}
+               "times": {}, "err": {}, "kernels": {}}
         for name, fn in variants.items():
             y = fn(x, w, b, r)
-            if name in ("eager", "triton_unfused", "fused", "compiled"):
+            if name not in ("cublas_mm", "triton_mm"):
                 row["err"][name] = (y[:256].double() - ref).abs().max().item()
+                row["kernels"][name] = cuda_kernels(fn, x, w, b, r)
             row["times"][name] = bench(partial(fn, x, w, b, r))
         assert torch.equal(fused, variants["fused"](x, w, b, r))
         out["shapes"].append(row)
