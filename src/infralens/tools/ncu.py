@@ -112,7 +112,8 @@ def launch_bytes(launch: Mapping[str, float | None]) -> dict[str, float]:
 def launch_totals(launches: Iterable[Mapping[str, float | None]]) -> dict[str, float]:
     """:func:`launch_bytes` summed over launches, with their count under ``kernels``."""
     launches = list(launches)
-    sums = {key: sum(launch_bytes(k)[key] for k in launches) for key in ("read", "write", "stored", "seconds")}
+    sums = {key: sum(launch_bytes(k)[key] for k in launches)
+            for key in ("read", "write", "stored", "seconds")}
     return {**sums, "kernels": len(launches)}
 
 
