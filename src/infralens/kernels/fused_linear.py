@@ -336,7 +336,7 @@ def stack_weights(weights: list[torch.Tensor]) -> tuple[torch.Tensor, list[int]]
 
 def horizontal_linears(x: torch.Tensor, stacked: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:
     """``[x @ w.T for w in weights]`` as one matmul over :func:`stack_weights`' result: ``x`` is
-    read once, one launch fills the GPU, and the outputs are column slices of one result."""
+    read once, one launch instead of several, and the outputs are column slices of one result."""
     return list(torch.mm(x, stacked.t()).split(sizes, dim=1))
 # [/fused-linear:horizontal]
 

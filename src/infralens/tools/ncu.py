@@ -30,8 +30,8 @@ SHARED_METRICS = (
 #: each kernel's duration. A kernel's DRAM write count misses the dirty lines still in L2 when it
 #: ends (the profiler's cache flush writes them back outside the kernel's measurement); the L2
 #: write sectors requested by the SMs (``srcunit_tex``) count every byte it stored. All L2 write
-#: sectors (``lts__t_sectors_op_write``) also count writes forwarded from one L2 partition to the
-#: other, which is why they are kept apart.
+#: sectors (``lts__t_sectors_op_write``) count more than the SMs store (probably writes forwarded
+#: between the L2's partitions, not isolated), which is why they are kept apart.
 DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sectors_srcunit_tex_op_write.sum",
                 "lts__t_sectors_op_write.sum", "gpu__time_duration.sum")
 #: The reduction ladder adds divergence (threads per warp instruction, all and predicated-on),
