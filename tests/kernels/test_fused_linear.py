@@ -12,7 +12,6 @@ pytest.importorskip("triton")
 import math  # noqa: E402
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 from infralens.kernels import fused_linear as fl  # noqa: E402
 from tests.tensors import aten_traffic  # noqa: E402
@@ -82,8 +81,3 @@ def test_bad_input_is_refused(change, match):
     with pytest.raises(ValueError, match=match):
         fl.linear_gelu_residual(x.contiguous(), w.contiguous(), b, r)
 
-
-def test_gelu_is_torchs_exact_gelu():
-    # the kernel's epilogue formula, in float64, against PyTorch's erf GELU
-    v = torch.linspace(-6, 6, 101, dtype=torch.float64)
-    torch.testing.assert_close(0.5 * v * (1 + torch.erf(v * 0.7071067811865476)), F.gelu(v))

@@ -232,3 +232,14 @@ def test_launch_bytes_and_lines():
     assert "read     2.0 MB" in line and "stored     2.0 MB" in line and "1.5 µs" in line
     totals = ncu.launch_totals([launch, launch])
     assert totals == {"read": 4e6, "write": 2e6, "stored": 4e6, "seconds": 3e-6, "kernels": 2}
+
+
+def test_profile_variants_runs_the_driver_once_per_variant(fake_ncu):
+    path, log = fake_ncu
+    # print stands in for a driver: the process imports it by path and calls it with the variant
+    out = ncu.profile_variants("builtins:print", ["eager", "fused"], (3, {"k": 1}), ncu=str(path))
+    assert list(out["variants"]) == ["eager", "fused"]
+    assert [launch["kernel"] for launch in out["variants"]["fused"]] == ["reduce3_sequential", "copy_vec4"]
+    argv = json.loads(log.read_text())
+    assert argv[7:9] == ["--profile-from-start", "off"]
+    assert argv[-3:] == ["builtins:print", "fused", "[3, {\"k\": 1}]"]

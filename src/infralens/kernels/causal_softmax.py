@@ -153,29 +153,18 @@ def measure_causal_softmax(shapes=None, device: str = "cuda") -> dict:
 
 
 def _drive(variant: str, bh: int, n_q: int, n_k: int) -> None:
-    """One call of ``variant`` inside the profiled region, after one outside it (compiles)."""
-    from infralens.tools.ncu import region
+    """One steady-state call of ``variant`` in the profiled region."""
+    from infralens.tools.ncu import warm_then_region
 
     fn = {"eager": causal_softmax_eager, "fused": causal_softmax}[variant]
     x = (4 * torch.randn(bh, n_q, n_k, device="cuda")).to(torch.bfloat16)
-    fn(x)
-    with region():
-        fn(x)
+    warm_then_region(lambda: fn(x))
 
 
 def profile_causal_softmax(bh: int, n_q: int, n_k: int, variants=("eager", "fused")) -> dict:
     """Every kernel launch of one call of each variant under Nsight Compute, with
     :func:`causal_softmax_bytes`'s prediction."""
-    import sys
+    from infralens.tools.ncu import profile_variants
 
-    from infralens.tools.ncu import DRAM_METRICS, profile
-
-    out = {"shape": [bh, n_q, n_k], "model": causal_softmax_bytes(bh * n_q, n_q, n_k, 2), "variants": {}}
-    for variant in variants:
-        code = ("import sys; from infralens.kernels.causal_softmax import _drive; "
-                "_drive(sys.argv[1], *map(int, sys.argv[2:5]))")
-        res = profile([sys.executable, "-c", code, variant, str(bh), str(n_q), str(n_k)],
-                      DRAM_METRICS, from_start=False)
-        out["ncu_version"] = res["ncu_version"]
-        out["variants"][variant] = res["launches"]
-    return out
+    res = profile_variants(f"{__name__}:_drive", variants, (bh, n_q, n_k))
+    return {"shape": [bh, n_q, n_k], "model": causal_softmax_bytes(bh * n_q, n_q, n_k, 2), **res}

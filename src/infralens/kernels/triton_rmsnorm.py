@@ -263,33 +263,23 @@ def eager_rmsnorm_traffic(M: int, N: int, elem_bytes: int) -> list[dict]:
 
 
 def _drive(variant: str, M: int, N: int) -> None:
-    """One forward of ``variant`` inside the profiled region, after one outside it (compiles)."""
-    from infralens.tools.ncu import region
+    """One steady-state forward of ``variant`` in the profiled region."""
+    from infralens.tools.ncu import warm_then_region
 
     fn = {"eager": rms_norm_eager, "fused": lambda x, w: rms_norm_fwd(x, w, 1e-6)[0]}[variant]
     x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(N, device="cuda", dtype=torch.bfloat16)
-    fn(x, w)
-    with region():
-        fn(x, w)
+    warm_then_region(lambda: fn(x, w))
 
 
 def profile_rmsnorm_fusion(M: int = 16384, N: int = 4096, variants=("eager", "fused")) -> dict:
     """Every kernel launch of one bf16 RMSNorm forward, eager and fused, under Nsight Compute,
     beside :func:`eager_rmsnorm_traffic` and :func:`rmsnorm_bytes`."""
-    import sys
+    from infralens.tools.ncu import profile_variants
 
-    from infralens.tools.ncu import DRAM_METRICS, profile
-
-    out = {"shape": [M, N], "model": {"eager": eager_rmsnorm_traffic(M, N, 2),
-                                      "fused": rmsnorm_bytes(M, N, 2, 1)["fwd"]}, "variants": {}}
-    for variant in variants:
-        code = ("import sys; from infralens.kernels.triton_rmsnorm import _drive; "
-                "_drive(sys.argv[1], *map(int, sys.argv[2:4]))")
-        res = profile([sys.executable, "-c", code, variant, str(M), str(N)], DRAM_METRICS, from_start=False)
-        out["ncu_version"] = res["ncu_version"]
-        out["variants"][variant] = res["launches"]
-    return out
+    res = profile_variants(f"{__name__}:_drive", variants, (M, N))
+    return {"shape": [M, N], "model": {"eager": eager_rmsnorm_traffic(M, N, 2),
+                                       "fused": rmsnorm_bytes(M, N, 2, 1)["fwd"]}, **res}
 
 
 # [rmsnorm:measure]

@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 SHARED_METRICS = (
@@ -127,6 +127,35 @@ def format_launches(launches: Iterable[Mapping[str, float | None]], width: int =
                      f"{b['write'] / 1e6:7.1f} MB (stored {b['stored'] / 1e6:7.1f} MB), "
                      f"{b['seconds'] * 1e6:7.1f} µs")
     return "\n".join(lines)
+
+
+def profile_variants(driver: str, variants: Iterable[str], args: Sequence = (),
+                     metrics: Iterable[str] = DRAM_METRICS, ncu: str | None = None,
+                     timeout: float = 300.0) -> dict:
+    """Every kernel launch of each variant under Nsight Compute, one fresh process per variant:
+    the process calls ``driver(variant, *args)`` (``driver`` a ``"module:function"`` path, ``args``
+    JSON values), which runs its work in :func:`region`, as :func:`warm_then_region` does.
+    Returns ``{"ncu_version", "variants": {variant: launches}}``."""
+    import json
+    import sys
+
+    code = ("import importlib, json, sys; module, name = sys.argv[1].split(':'); "
+            "getattr(importlib.import_module(module), name)(sys.argv[2], *json.loads(sys.argv[3]))")
+    out: dict = {"variants": {}}
+    for variant in variants:
+        res = profile([sys.executable, "-c", code, driver, variant, json.dumps(list(args))], metrics,
+                      ncu=ncu, from_start=False, timeout=timeout)
+        out["ncu_version"] = res["ncu_version"]
+        out["variants"][variant] = res["launches"]
+    return out
+
+
+def warm_then_region(fn: Callable[[], object]) -> None:
+    """Call ``fn`` once (compiling, autotuning, warming caches of code), then once more inside
+    :func:`region`: the launches a profile of the region sees are one steady-state call's."""
+    fn()
+    with region():
+        fn()
 
 
 @contextlib.contextmanager
