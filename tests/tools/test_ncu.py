@@ -234,12 +234,35 @@ def test_launch_bytes_and_lines():
     assert totals == {"read": 4e6, "write": 2e6, "stored": 4e6, "seconds": 3e-6, "kernels": 2}
 
 
-def test_profile_variants_runs_the_driver_once_per_variant(fake_ncu):
+
+def test_profile_variants_calls_the_driver_with_each_variant_and_the_args(fake_ncu, tmp_path, monkeypatch):
     path, log = fake_ncu
-    # print stands in for a driver: the process imports it by path and calls it with the variant
-    out = ncu.profile_variants("builtins:print", ["eager", "fused"], (3, {"k": 1}), ncu=str(path))
+    calls = tmp_path / "calls.jsonl"
+    (tmp_path / "drv.py").write_text(
+        "import json\n"
+        "def drive(variant, *args):\n"
+        f"    with open({str(calls)!r}, 'a') as f:\n"
+        "        f.write(json.dumps([variant, *args]) + '\\n')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    out = ncu.profile_variants("drv:drive", ["eager", "fused"], (3, {"k": 1}), ncu=str(path))
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [
+        ["eager", 3, {"k": 1}], ["fused", 3, {"k": 1}]]
     assert list(out["variants"]) == ["eager", "fused"]
     assert [launch["kernel"] for launch in out["variants"]["fused"]] == ["reduce3_sequential", "copy_vec4"]
-    argv = json.loads(log.read_text())
-    assert argv[7:9] == ["--profile-from-start", "off"]
-    assert argv[-3:] == ["builtins:print", "fused", "[3, {\"k\": 1}]"]
+    assert json.loads(log.read_text())[7:9] == ["--profile-from-start", "off"]
+
+
+def test_warm_then_region_calls_once_outside_and_once_inside(monkeypatch):
+    import contextlib
+
+    events = []
+
+    @contextlib.contextmanager
+    def fake_region():
+        events.append("in")
+        yield
+        events.append("out")
+
+    monkeypatch.setattr(ncu, "region", fake_region)
+    ncu.warm_then_region(lambda: events.append("call"))
+    assert events == ["call", "in", "call", "out"]

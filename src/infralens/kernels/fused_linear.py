@@ -271,7 +271,8 @@ def _drive(variant: str, M: int, K: int, N: int, config: dict) -> None:
     from infralens.tools.ncu import warm_then_region
 
     x, w, b, r = _inputs(M, K, N)
-    warm_then_region(lambda: _variants(config)[variant](x, w, b, r))
+    fn = _variants(config)[variant]
+    warm_then_region(lambda: fn(x, w, b, r))
 
 
 # [fused-linear:profile]
