@@ -32,7 +32,7 @@ def hessian(x: torch.Tensor, damp: float = 0.01) -> torch.Tensor:
     (GPTQ's dampening, which keeps the Cholesky factorization stable)."""
     x = x.reshape(-1, x.shape[-1]).double()
     h = 2 * x.T @ x
-    return h + damp * h.diagonal().mean() * torch.eye(h.shape[0], dtype=h.dtype)
+    return h + damp * h.diagonal().mean() * torch.eye(h.shape[0], dtype=h.dtype, device=h.device)
 
 
 def layer_error(w: torch.Tensor, w_q: torch.Tensor, x: torch.Tensor) -> float:
@@ -70,7 +70,7 @@ def gptq_quantize(w: torch.Tensor, x: torch.Tensor, bits: int, group_size: int |
     Q = torch.zeros_like(W)
     for b0 in range(0, k, block_size):
         b1 = min(b0 + block_size, k)
-        Wb, Eb = W[:, b0:b1].clone(), torch.zeros(n, b1 - b0, dtype=W.dtype)
+        Wb, Eb = W[:, b0:b1].clone(), torch.zeros(n, b1 - b0, dtype=W.dtype, device=W.device)
         for i in range(b1 - b0):
             col = b0 + i
             if group_size and col % group_size == 0:

@@ -273,21 +273,29 @@ def train(
     log_every: int = 10,
     wrap: Callable[[GPT], torch.nn.Module] | None = None,
     data_seed: int | None = None,
+    corpus: torch.Tensor | None = None,
 ) -> TrainResult:
     """Train ``cfg.steps`` AdamW steps; ``watch`` sees every phase, ``log`` gets progress lines.
 
     ``wrap`` (Lab 08) turns the model into what the loop trains (a DDP module, or the same module
     sharded in place by FSDP) before the optimizer is made; ``data_seed`` (default ``cfg.seed``)
-    picks the batches, so ranks can read different ones from the same initial weights.
+    picks the batches, so ranks can read different ones from the same initial weights. ``corpus``
+    replaces the Markov stream with real tokens (ids below the model's vocabulary; Lab 11 trains on
+    text); its length must be ``cfg.corpus_tokens``.
     """
     device = torch.device(cfg.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device cuda asked for, but PyTorch sees no CUDA GPU")
     cfg.check_data()  # a batch the corpus cannot fill fails here, not after the model is built
+    if corpus is not None and (len(corpus) != cfg.corpus_tokens
+                               or int(corpus.max()) >= cfg.model.vocab_size):
+        raise ValueError(f"corpus: {len(corpus):,} tokens up to id {int(corpus.max())}; the config "
+                         f"says {cfg.corpus_tokens:,} tokens below {cfg.model.vocab_size}")
     watch = watch or NoWatch()
     seed = cfg.seed if data_seed is None else data_seed
-    data = batches(TokenWindows(markov_corpus(cfg.corpus_tokens, cfg.model.vocab_size, cfg.branching,
-                                              cfg.seed), cfg.seq_len), cfg.batch, seed)
+    if corpus is None:
+        corpus = markov_corpus(cfg.corpus_tokens, cfg.model.vocab_size, cfg.branching, cfg.seed)
+    data = batches(TokenWindows(corpus, cfg.seq_len), cfg.batch, seed)
     torch.manual_seed(cfg.seed)
     # [train:setup]
     with device:  # build and initialize the weights directly on the device

@@ -1,0 +1,190 @@
+"""Lab 11: run a quantization comparison plan and report, for every cell of its matrix, the weight
+bytes and the perplexity the quantized model reaches on held-out text.
+
+    python -m infralens.quant.compare                       # the shipped small plan, on the CPU
+    python -m infralens.quant.compare my_plan.yaml --models narrow --out results.json
+    python -m infralens.quant.compare --plan full --device cuda
+
+For each model of the plan the runner trains a GPT on the standard library's source (bytes,
+:mod:`infralens.training.text`), measures its perplexity on held-out files, records how large each
+linear layer's input channels get (the activation outliers), then quantizes it once per cell
+(:func:`infralens.quant.apply.quantize_model`) and measures again. Rows are relative to the FP32
+model; a BF16 row (the block weights rounded to BF16) shows how much perplexity moves for a change
+that should cost nothing.
+
+A plan that cannot be run (not YAML, an unknown method or format, a granularity the method does
+not take, a size that is not a positive integer, a model the plan does not name) prints one line,
+``infralens.quant.compare: error: <reason>``, and exits with status 2 before anything is trained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+from infralens.models.gpt import GPTConfig
+from infralens.quant.apply import (
+    QuantLinear,
+    block_linears,
+    channel_absmax,
+    perplexity,
+    quantize_model,
+    weight_bytes,
+)
+from infralens.quant.plan import ModelSpec, Plan, PlanError, load_plan, shipped_plan
+from infralens.tools.cli import OneLineParser, output_path, run_main, write_json
+from infralens.training.text import BYTE_VOCAB, TextCorpus, stdlib_corpus
+from infralens.training.train_single_gpu import TrainConfig, train
+
+__all__ = ["run_plan", "train_on_text", "calibration_windows", "outlier_summary", "bf16_model",
+           "format_rows", "main"]
+
+PROG = "infralens.quant.compare"
+
+
+def train_on_text(spec: ModelSpec, corpus: TextCorpus, device: str = "cpu", seed: int = 0):
+    """Train the plan's GPT ``spec`` on the corpus's training bytes with Lab 02's loop (AdamW,
+    constant learning rate; BF16 autocast on a GPU). Returns its :class:`TrainResult`."""
+    model = GPTConfig(vocab_size=BYTE_VOCAB, n_positions=spec.seq_len, d_model=spec.d_model,
+                      n_layers=spec.n_layers, n_heads=spec.n_heads)
+    cfg = TrainConfig(model=model, batch=spec.batch, seq_len=spec.seq_len, steps=spec.steps,
+                      lr=spec.lr, amp=device.startswith("cuda"), device=device, seed=seed,
+                      corpus_tokens=len(corpus.train))
+    return train(cfg, corpus=corpus.train)
+
+
+def calibration_windows(tokens: torch.Tensor, n: int, seq_len: int) -> torch.Tensor:
+    """``n`` training windows (n, seq_len), evenly spaced through the stream."""
+    starts = torch.linspace(0, len(tokens) - seq_len - 1, n).long()
+    return torch.stack([tokens[s: s + seq_len] for s in starts.tolist()])
+
+
+def bf16_model(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy whose block linears compute with their weights rounded to BF16."""
+    import copy
+
+    out = copy.deepcopy(model).eval()
+    mods = dict(out.named_modules())
+    for name, linear in list(block_linears(out)):
+        parent, attr = name.rsplit(".", 1)
+        setattr(mods[parent], attr, QuantLinear(linear, linear.weight.bfloat16()))
+    return out
+
+
+# [quant:outliers]
+def outlier_summary(absmax: dict[str, torch.Tensor]) -> list[dict]:
+    """Per layer input: the largest channel's magnitude over the median channel's, and which
+    channels are more than 6 times the median (a threshold of the order LLM.int8() uses)."""
+    rows = []
+    for name, a in absmax.items():
+        median = float(a.median())
+        rows.append({"layer": name, "channels": a.numel(), "max": float(a.max()), "median": median,
+                     "ratio": float(a.max()) / median,
+                     "outliers": [int(i) for i in torch.nonzero(a > 6 * median).flatten()]})
+    return rows
+# [/quant:outliers]
+
+
+# [quant:run]
+def run_plan(plan: Plan, device: str = "cpu", models: Sequence[str] | None = None,
+             log: Callable[[str], None] | None = None) -> dict:
+    """Train every model the plan names (or those in ``models``) and fill its matrix."""
+    corpus = stdlib_corpus(plan.train_bytes, plan.held_out_bytes)
+    out = {"python": corpus.python, "files": corpus.files, "held_out_files": corpus.held_out_files,
+           "train_bytes": plan.train_bytes, "held_out_bytes": plan.held_out_bytes,
+           "group_size": plan.group_size, "models": []}
+    for spec in plan.models:
+        if models and spec.name not in models:
+            continue
+        t0 = time.perf_counter()
+        trained = train_on_text(spec, corpus, device)
+        model = trained.model.eval().float()
+        calib = calibration_windows(corpus.train, plan.calibration_sequences, spec.seq_len)
+        calib = calib.to(device)
+        ref = perplexity(model, corpus.held_out, spec.seq_len)
+        rows = [{"method": "fp32", "format": "fp32", "granularity": "-", "ppl": ref,
+                 "weight_bytes": weight_bytes(model, None, plan.group_size, other_bits=32)},
+                {"method": "bf16", "format": "bf16", "granularity": "-",
+                 "ppl": perplexity(bf16_model(model), corpus.held_out, spec.seq_len),
+                 "weight_bytes": weight_bytes(model, None, plan.group_size)}]
+        for cell in plan.cells():
+            t = time.perf_counter()
+            quantized = quantize_model(model, cell, plan.group_size, calib, plan.smoothquant_alpha)
+            rows.append({"method": cell.method, "format": cell.format,
+                         "granularity": cell.granularity,
+                         "ppl": perplexity(quantized, corpus.held_out, spec.seq_len),
+                         "weight_bytes": weight_bytes(model, cell, plan.group_size),
+                         "seconds": time.perf_counter() - t})
+            if log:
+                log(f"{spec.name}: {cell.label}: perplexity {rows[-1]['ppl']:.4f}")
+        for row in rows:
+            row["delta"] = row["ppl"] - ref
+            row["delta_pct"] = 100 * (row["ppl"] / ref - 1)
+        absmax = channel_absmax(model, calib)
+        out["models"].append({
+            "name": spec.name, "spec": vars(spec), "params": trained.num_params,
+            "losses": trained.losses, "train_seconds": trained.seconds,
+            "seconds": time.perf_counter() - t0, "rows": rows,
+            "outliers": outlier_summary(absmax),
+            "absmax": {name: [round(v, 5) for v in a.tolist()] for name, a in absmax.items()}})
+    return out
+# [/quant:run]
+
+
+def format_rows(result: dict) -> list[str]:
+    """The matrix as aligned text lines, one per cell, model by model."""
+    lines = []
+    for m in result["models"]:
+        lines.append(f"model {m['name']}: {m['params']:,} parameters, final training loss "
+                     f"{m['losses'][-1]:.3f} nats")
+        lines.append(f"  {'method':<12} {'format':<6} {'granularity':<11} {'weights':>10} "
+                     f"{'perplexity':>10} {'change':>8}")
+        for r in m["rows"]:
+            lines.append(f"  {r['method']:<12} {r['format']:<6} {r['granularity']:<11} "
+                         f"{r['weight_bytes'] / 1e3:>7,.1f} kB {r['ppl']:>10.4f} "
+                         f"{r['delta_pct']:>+7.2f}%")
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog=PROG, description="Run a quantization comparison plan.")
+    parser.add_argument("plan_file", nargs="?", help="a plan YAML file (default: --plan)")
+    parser.add_argument("--plan", default="small", help="a shipped plan: small or full")
+    parser.add_argument("--models", nargs="+", help="run only these models of the plan")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--out", type=output_path, help="write the results as JSON here")
+    return parser
+
+
+def _prepare(argv: Sequence[str] | None):
+    args = build_parser().parse_args(argv)
+    plan = load_plan(args.plan_file or shipped_plan(args.plan))
+    names = [m.name for m in plan.models]
+    for name in args.models or ():
+        if name not in names:
+            raise PlanError(f"the plan has no model {name!r}; it has: {', '.join(names)}")
+    if args.device not in ("cpu", "cuda"):
+        raise PlanError(f"--device must be cpu or cuda, got {args.device!r}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise PlanError("--device cuda asked for, but PyTorch sees no CUDA GPU")
+    return args, plan
+
+
+def _run(prepared) -> int:
+    args, plan = prepared
+    result = run_plan(plan, args.device, args.models)
+    print("\n".join(format_rows(result)))
+    if args.out:
+        write_json(args.out, result)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(PROG, argv, _prepare, _run, errors=(PlanError, ValueError))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
