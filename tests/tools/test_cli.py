@@ -282,6 +282,10 @@ def inputs(tmp_path_factory) -> Path:
     (d / "malformed.json").write_text("{not json")
     (d / "cluster.yaml").write_text("gpu: h100\nnodes: 1\ngpus_per_node: 8\n")
     (d / "badgpu.yaml").write_text("gpu: v100\nnodes: 1\ngpus_per_node: 8\n")
+    (d / "badplan.yaml").write_text(
+        "data: {train_bytes: 1000, held_out_bytes: 100, calibration_sequences: 1}\ngroup_size: 8\n"
+        "models: {m: {d_model: 16, n_layers: 1, n_heads: 2, seq_len: 8, batch: 2, steps: 1, lr: 0.01}}\n"
+        "methods: {gptq: {e4m3: [tensor]}}\n")
     (d / "heads.json").write_text(json.dumps({
         "model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
         "num_hidden_layers": 32, "num_attention_heads": 30}))
@@ -484,6 +488,16 @@ BAD_INPUT = [
     (f"{RANK0_OF_2} infralens.training.fsdp_shards --out {{in}}/adir", "is a folder"),
     (f"{RANK0_OF_2} infralens.training.fsdp_shards --out {{out}}/nodir/m.json", "does not exist"),
     (f"{RANK0_OF_2} infralens.training.fsdp_shards --batch 5000", "has 2,047 such windows"),
+    # python -m infralens.quant.compare: the plan file, its models, the device
+    ("infralens.quant.compare {in}/none.yaml", "cannot read plan file"),
+    ("infralens.quant.compare {in}/malformed.json", "not valid YAML"),
+    ("infralens.quant.compare {in}/badplan.yaml", "method 'gptq' takes formats int8, int4"),
+    ("infralens.quant.compare {in}/cluster.yaml", "unknown field 'gpu'"),
+    ("infralens.quant.compare --plan nosuch", "no shipped plan 'nosuch'"),
+    ("infralens.quant.compare --models nosuch", "the plan has no model 'nosuch'"),
+    ("infralens.quant.compare --device tpu", "--device must be cpu or cuda"),
+    ("infralens.quant.compare --out {out}/nodir/r.json", "does not exist"),
+    pytest.param("infralens.quant.compare --device cuda", "no CUDA GPU", marks=NO_GPU),
     # python -m infralens.parallel.plan: model, cluster file, sizes and options
     ("infralens.parallel.plan --model llama-3-8b --cluster {in}/none.yaml --seq 8 --global-batch 8",
      "cannot read cluster file"),

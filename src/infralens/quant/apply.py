@@ -7,10 +7,12 @@ so any method runs on any device and the loss it adds can be read directly. The 
 norms, the biases and the (tied) output layer stay in 16 bits, as weight-only schemes usually
 leave them.
 
-Calibrated methods see each layer's inputs *as the model quantized so far produces them*: the
-layers are quantized in the order the forward pass meets them, and before each one the calibration
-batch runs through the model with the earlier layers already replaced (GPTQ's sequential
-calibration, used here for every calibrated method).
+Calibrated methods read each layer's inputs on a calibration batch. GPTQ reads them *as the model
+quantized so far produces them*: the layers are quantized in the order the forward pass meets
+them, and before each one the batch runs through the model with the earlier layers already
+replaced, so later layers absorb earlier errors (its sequential calibration). AWQ and SmoothQuant
+read every layer's inputs from one pass of the unquantized model, as their papers do: their scales
+change no product, so the unquantized model's inputs are the scaled model's too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from infralens.numerics.scaling import quantize_fp8
 from infralens.quant.affine import fake_quantize
 from infralens.quant.bits import effective_bits
 from infralens.quant.gptq import gptq_quantize
-from infralens.quant.plan import CALIBRATED, QUANTIZES_ACTIVATIONS, Cell
+from infralens.quant.plan import CALIBRATED, QUANTIZES_ACTIVATIONS, SEQUENTIAL, Cell
 from infralens.quant.smoothing import awq_search, quantize_activations, smoothquant_scales
 
 __all__ = ["QuantLinear", "block_linears", "layer_inputs", "quantize_model", "fp8_fake_quantize",
@@ -124,9 +126,13 @@ def quantize_model(model: nn.Module, cell: Cell, group_size: int,
     if cell.method in CALIBRATED and calibration is None:
         raise ValueError(f"{cell.method} needs calibration tokens")
     mods = dict(model.named_modules())
-    for name, linear in list(block_linears(model)):
-        x = None
-        if cell.method in CALIBRATED:                          # inputs from the model so far
+    layers = list(block_linears(model))
+    inputs = {}
+    if cell.method in CALIBRATED and cell.method not in SEQUENTIAL:   # one unquantized pass
+        inputs = layer_inputs(model, [name for name, _ in layers], calibration)
+    for name, linear in layers:
+        x = inputs.get(name)
+        if cell.method in SEQUENTIAL:                           # inputs from the model so far
             x = layer_inputs(model, [name], calibration)[name]
         weight, smooth = _weight(cell, linear.weight, x, group_size, alpha)
         parent, attr = name.rsplit(".", 1)
@@ -141,18 +147,14 @@ def weight_bytes(model: nn.Module, cell: Cell | None, group_size: int, other_bit
     """Bytes of the model's weights: the block linears at the cell's effective bits (codes plus
     16-bit scales, :func:`~infralens.quant.effective_bits`; FP8 scales are FP32), every other
     parameter (embeddings, norms, biases) at ``other_bits``. ``cell=None``: all at ``other_bits``."""
-    quantized = {id(m.weight): m.weight.numel() for _, m in block_linears(model)}
-    total = 0.0
-    for _, m in block_linears(model):
+    linears = [m for _, m in block_linears(model)] if cell is not None else []
+    quantized = {id(m.weight) for m in linears}
+    total = sum(p.numel() * other_bits / 8 for p in model.parameters() if id(p) not in quantized)
+    for m in linears:
         n, k = m.weight.shape
-        if cell is None:
-            continue
         per_scale = {"tensor": n * k, "channel": k, "group": group_size}[cell.granularity]
         scale_bits = 32 if cell.format == "e4m3" else 16
         total += n * k * effective_bits(cell.bits, per_scale, scale_bits) / 8
-    for p in model.parameters():
-        if cell is None or id(p) not in quantized:
-            total += p.numel() * other_bits / 8
     return total
 
 

@@ -35,14 +35,18 @@ from infralens.quant.apply import (
     weight_bytes,
 )
 from infralens.quant.plan import ModelSpec, Plan, PlanError, load_plan, shipped_plan
-from infralens.tools.cli import OneLineParser, output_path, run_main, write_json
+from infralens.tools.cli import OneLineParser, UsageError, output_path, run_main, write_json
 from infralens.training.text import BYTE_VOCAB, TextCorpus, stdlib_corpus
 from infralens.training.train_single_gpu import TrainConfig, train
 
 __all__ = ["run_plan", "train_on_text", "calibration_windows", "outlier_summary", "bf16_model",
-           "format_rows", "main"]
+           "format_rows", "main", "OUTLIER_FACTOR", "plot_outlier_ratios", "by_label", "matrix_table"]
 
 PROG = "infralens.quant.compare"
+#: An input channel counts as an outlier when its largest magnitude exceeds this many times the
+#: median channel's: a relative criterion of this lab's (LLM.int8()'s threshold is an absolute
+#: magnitude, ``smoothing.LLM_INT8_THRESHOLD``).
+OUTLIER_FACTOR = 6.0
 
 
 def train_on_text(spec: ModelSpec, corpus: TextCorpus, device: str = "cpu", seed: int = 0):
@@ -77,13 +81,13 @@ def bf16_model(model: torch.nn.Module) -> torch.nn.Module:
 # [quant:outliers]
 def outlier_summary(absmax: dict[str, torch.Tensor]) -> list[dict]:
     """Per layer input: the largest channel's magnitude over the median channel's, and which
-    channels are more than 6 times the median (a threshold of the order LLM.int8() uses)."""
+    channels exceed :data:`OUTLIER_FACTOR` times the median."""
     rows = []
     for name, a in absmax.items():
         median = float(a.median())
         rows.append({"layer": name, "channels": a.numel(), "max": float(a.max()), "median": median,
                      "ratio": float(a.max()) / median,
-                     "outliers": [int(i) for i in torch.nonzero(a > 6 * median).flatten()]})
+                     "outliers": [int(i) for i in torch.nonzero(a > OUTLIER_FACTOR * median).flatten()]})
     return rows
 # [/quant:outliers]
 
@@ -183,8 +187,53 @@ def _run(prepared) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(PROG, argv, _prepare, _run, errors=(PlanError, ValueError))
+    return run_main(PROG, argv, _prepare, _run, errors=(UsageError, PlanError, ValueError))
 
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def plot_outlier_ratios(result: dict):
+    """One panel per kind of layer input: the largest channel over the median channel, layer by
+    layer, one line per model."""
+    import matplotlib.pyplot as plt
+
+    kinds = ("attn.qkv", "attn.proj", "mlp.fc", "mlp.proj")
+    fig, axes = plt.subplots(2, 2, figsize=(7, 5), sharey=True)
+    for ax, kind in zip(axes.flat, kinds, strict=True):
+        for m in result["models"]:
+            rows = [o for o in m["outliers"] if o["layer"].endswith(kind)]
+            ax.plot(range(len(rows)), [o["ratio"] for o in rows], marker="o", label=m["name"])
+        ax.axhline(OUTLIER_FACTOR, color="grey", linestyle=":")
+        ax.set_title(f"input of {kind}", fontsize=10)
+        ax.set_xlabel("layer")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("largest / median channel")
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def by_label(model: dict) -> dict[str, dict]:
+    """A model's rows keyed by ``"method format granularity"`` (``"fp32 fp32 -"`` for the reference)."""
+    return {f"{r['method']} {r['format']} {r['granularity']}": r for r in model["rows"]}
+
+
+def matrix_table(models: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the matrix for a page table: per model, the weight bytes and the change of
+    perplexity from the FP32 model, cell by cell."""
+    header = ["Method", "Format", "Weights"]
+    for m in models:
+        header += [f"{m['name']}: MB" if m["rows"][0]["weight_bytes"] > 1e7 else f"{m['name']}: kB",
+                   f"{m['name']}: change"]
+    labels = list(by_label(models[0]))
+    rows = []
+    for label in labels:
+        row = label.split(" ")
+        for m in models:
+            r = by_label(m)[label]
+            scale = 1e6 if m["rows"][0]["weight_bytes"] > 1e7 else 1e3
+            row += [f"{r['weight_bytes'] / scale:,.1f}", f"{r['delta_pct']:+.2f}%"]
+        rows.append(row)
+    return header, rows

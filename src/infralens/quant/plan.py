@@ -49,8 +49,9 @@ METHODS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 #: Methods that also quantize each linear layer's input (per tensor, from its current values).
 QUANTIZES_ACTIVATIONS = {"w8a8": "int8", "smoothquant": "int8", "fp8": "e4m3"}
-#: Methods that need calibration inputs (each layer's inputs from the model quantized so far).
+#: Methods that need calibration inputs; GPTQ reads them from the model quantized so far.
 CALIBRATED = ("gptq", "awq", "smoothquant")
+SEQUENTIAL = ("gptq",)
 # [/quant:methods]
 
 _TOP = {"data", "group_size", "smoothquant_alpha", "models", "methods"}
