@@ -49,6 +49,13 @@ def test_bad_arguments_are_refused_before_any_call(kwargs):
     assert calls == []
 
 
+def test_an_unknown_flush_is_refused_before_any_call():
+    calls = []
+    with pytest.raises(ValueError, match="flush must be 'zero' or 'read'"):
+        tb.bench(lambda: calls.append(1), device="cpu", flush="write")
+    assert calls == []
+
+
 def test_median_and_quantiles_by_hand():
     assert tb.median([5.0, 1.0, 3.0]) == 3.0 and tb.median([4.0, 1.0, 3.0, 2.0]) == 2.5
     times = [float(x) for x in range(10, 0, -1)]  # 10 .. 1

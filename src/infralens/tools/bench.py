@@ -4,7 +4,10 @@ The policy, stated once:
 
 * CUDA: ``triton.testing.do_bench``. CUDA events bracket each call; before each call the L2
   cache is flushed (do_bench zeroes a buffer larger than any L2), so every call reads its
-  operands from HBM; warm-up calls run first.
+  operands from HBM; warm-up calls run first. Zeroing leaves the L2 full of dirty lines, which the
+  timed call writes back to HBM as it evicts them; ``flush="read"`` flushes by reading the buffer
+  instead (a sum over it), which leaves clean lines, for a comparison in which that write-back
+  would favour one side.
 * The first call runs outside the clock (module load, lazy initialization, autotuning), and a
   slow function gets enough time for at least ``min_reps`` timed calls.
 * The result is the median of the timed calls, with the 20th and 80th percentiles as spread.
@@ -61,6 +64,40 @@ def _cuda_times(fn: Callable[[], object], min_reps: int, rep_ms: float, warmup_m
                          return_mode="all"))
 
 
+#: Bytes read to empty the L2 before each call with ``flush="read"``: do_bench's buffer size.
+READ_FLUSH_BYTES = 256 * 2**20
+
+
+def _cuda_times_read_flush(fn: Callable[[], object], min_reps: int, rep_ms: float,
+                           warmup_ms: float) -> list[float]:
+    """do_bench's loop with the L2 emptied by a sum over a buffer larger than it (clean lines)."""
+    import torch
+
+    buf = torch.ones(READ_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    fn()  # first call outside the clock
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        buf.sum()
+        fn()
+    end.record()
+    end.synchronize()
+    once = start.elapsed_time(end) / 5               # one flush and one call, as do_bench estimates
+    for _ in range(max(1, int(max(warmup_ms, 2 * once) / once))):
+        fn()
+    n = max(min_reps, int(max(rep_ms, min_reps * once) / once))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        buf.sum()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+
 def _cpu_times(fn: Callable[[], object], min_reps: int, rep_ms: float) -> list[float]:
     fn()  # first call outside the clock
     times: list[float] = []
@@ -73,11 +110,16 @@ def _cpu_times(fn: Callable[[], object], min_reps: int, rep_ms: float) -> list[f
 
 
 def bench(fn: Callable[[], object], *, device: str = "cuda", min_reps: int = 10,
-          rep_ms: float = 100.0, warmup_ms: float = 25.0) -> dict:
-    """Time ``fn`` by the policy above: ``{"ms", "ms_q20", "ms_q80", "reps"}`` (milliseconds)."""
+          rep_ms: float = 100.0, warmup_ms: float = 25.0, flush: str = "zero") -> dict:
+    """Time ``fn`` by the policy above: ``{"ms", "ms_q20", "ms_q80", "reps"}`` (milliseconds).
+    ``flush`` (CUDA only): how the L2 is emptied before each call, ``"zero"`` or ``"read"``."""
     if min_reps < 1 or rep_ms <= 0 or warmup_ms < 0:
         raise ValueError("min_reps must be >= 1, rep_ms > 0 and warmup_ms >= 0")
-    if str(device).startswith("cuda"):  # "host" and "cpu": the wall clock below
+    if flush not in ("zero", "read"):
+        raise ValueError(f"flush must be 'zero' or 'read', got {flush!r}")
+    if str(device).startswith("cuda") and flush == "read":
+        times = _cuda_times_read_flush(fn, min_reps, rep_ms, warmup_ms)
+    elif str(device).startswith("cuda"):  # "host" and "cpu": the wall clock below
         times = _cuda_times(fn, min_reps, rep_ms, warmup_ms)
     else:
         times = _cpu_times(fn, min_reps, rep_ms)
