@@ -246,7 +246,7 @@ def _gemv(x, packed, scales, y, *, bn, bkw, split, evict, num_warps, launch_info
     k, n = x.shape[-1], packed.shape[1]
     key = (str(x.device), k, n, packed.stride(0), scales.shape[0], scales.stride(0), bn, bkw,
            split, evict, num_warps)
-    cached = _LAUNCHERS.get(key) if _FAST["enabled"] else None
+    cached = _LAUNCHERS.get(key) if _FAST["enabled"] and launch_info is None else None
     if cached is not None and _aligned(x, packed, scales, y):
         compiled, grid, tail, stream = cached
         try:
@@ -366,7 +366,8 @@ def bench_w4a16(shapes=((4096, 14336), (14336, 4096)), batch=(1, 2, 4, 8, 16),
     tuples of block_n, block_k, num_warps, num_stages, split_k), keep the fastest of each, record
     its launch (programs, registers); check every result against the float64 reference; time it
     against a BF16 cuBLAS matmul (``x @ W``) for every M, and a device copy for the bandwidth
-    ceiling, and a sum over the packed words (the time one launch takes to read the same bytes),
+    ceiling, and library reductions over the packed words (the time one launch takes to read the
+    same bytes),
     through :func:`infralens.tools.bench.bench` (L2 flushed before every call). At M = 1 both are
     timed a second time with the L2 flushed by reading instead of zeroing (``flush="read"``), which
     leaves no dirty lines for the timed call to write back."""
@@ -427,10 +428,12 @@ def bench_w4a16(shapes=((4096, 14336), (14336, 4096)), batch=(1, 2, 4, 8, 16),
                 cublas_read = bench(functools.partial(torch.matmul, x, w16), flush="read")["ms"]
                 row.update(ms_read=read, cublas_ms_read=cublas_read, speedup_read=cublas_read / read)
             rows.append(row)
-        # the floor of one launch that only reads the same bytes: a sum over the packed words
-        floor = bench(functools.partial(torch.sum, packed, dtype=torch.int64))["ms"]
+        # the floor of one launch that only reads the same bytes: library reductions over the
+        # packed words (the FP32 view's sum is meaningless as a number; only its time is used)
+        floors = {"amax": bench(functools.partial(torch.amax, packed))["ms"],
+                  "sum_f32": bench(functools.partial(torch.sum, packed.view(torch.float32)))["ms"]}
         out["shapes"].append({"k": k, "n": n, "config_m1": cfg1, "launch_m1": launch,
-                              "read_floor_ms": floor,
+                              "read_floor_ms": min(floors.values()), "read_floors": floors,
                               "config": cfg, "tried": tried, "tried_dot": tried_dot, "rows": rows,
                               "weight_bytes": w4_weight_bytes(k, n, group_size),
                               "bf16_weight_bytes": k * n * 2})
