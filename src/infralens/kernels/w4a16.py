@@ -112,13 +112,15 @@ def w4a16_kernel(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K, stride_xm, stride_wk, stri
 # [w4a16:gemv]
 @triton.jit
 def _dot8(w, p0, p1, p2, p3, MAGIC, SH16):
-    """sum_j x_j (q_j - 8) over the eight nibbles of each word ``w`` (BKW, BN), in FP32, for x as
-    four int32 pairs of BF16 values (x_2p in the low half). Nibble j, masked in place and OR-ed into
-    the exponent of 2^23, reads as the float 2^23 + nib * 2^(4j): one FFMA with 2^-4j and the offset
-    2^(23-4j) + 8 turns it into (nib - 8) exactly, one more FFMA accumulates it with x_j. No integer
-    to float conversion, no shift per nibble; the word is shifted once for nibbles 4 to 7. MAGIC
-    (0x4B000000) and SH16 (16) arrive as run-time arguments so the compiler keeps one immediate per
-    LOP3 instead of refolding them into extra moves."""
+    """sum_j x_j q_j over the eight nibbles of each word ``w`` (BKW, BN), in FP32, where nibble j
+    stores q_j + 8, for x as four int32 pairs of BF16 values (x_2p in the low half). Nibble j of
+    the low half, masked in place and OR-ed with the bits of the float 2^23 (exponent 0x4B, so it
+    lands in the fraction bits), reads as the float 2^23 + nib * 2^(4j): one FFMA with 2^-4j and the
+    offset 2^(23-4j) + 8 turns it into nib - 8 = q_j exactly, one more FFMA accumulates it with x_j.
+    The word is shifted once so nibbles 4 to 7 take the same four positions. No integer-to-float
+    conversion. MAGIC (0x4B000000) and SH16 (16) arrive as run-time arguments so the compiler keeps
+    one immediate per LOP3 instead of refolding them into extra moves. The same trick on FP16
+    pairs is how FasterTransformer and Marlin convert 4-bit weights."""
     x0 = (p0 << 16).to(tl.float32, bitcast=True)            # BF16 -> FP32 is a 16-bit shift
     x1 = (p0 & -65536).to(tl.float32, bitcast=True)
     x2 = (p1 << 16).to(tl.float32, bitcast=True)
@@ -149,7 +151,10 @@ def w4a16_gemv_kernel(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, count_ptr, N, stride_w
     slice of the sums in registers, with no reduction across threads until the end. The programs of
     a column block then add their partial sums into an FP32 workspace, and the last one to arrive
     (a counter, acquire-release) writes the BF16 result and leaves workspace and counter zeroed for
-    the next call: no zero-fill before, no cast after."""
+    the next call: no zero-fill before, no cast after. Caveats: the order of the FP32 adds varies,
+    so a result can differ in its last bit from run to run; the workspace is shared by every call
+    with the same (device, N, BN), so calls must not overlap (two streams, concurrent graph
+    replays); a launch that dies midway leaves it dirty."""
     pid_n, pid_k = tl.program_id(0), tl.program_id(1)
     offs_n = pid_n * BN + tl.arange(0, BN)
     n_ok = offs_n < N
@@ -175,7 +180,7 @@ def w4a16_gemv_kernel(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, count_ptr, N, stride_w
         tl.store(y_ptr + offs_n, part.to(y_ptr.dtype.element_ty), mask=n_ok)
     else:
         tl.atomic_add(ws_ptr + offs_n, part, mask=n_ok, sem="relaxed")
-        tl.debug_barrier()                        # every thread's partial is issued before the count
+        tl.debug_barrier()      # all threads' adds precede the count, which is released GPU-wide
         arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel")
         if arrived == tl.num_programs(1) - 1:     # the last program of this column block
             total = tl.atomic_add(ws_ptr + offs_n, tl.zeros((BN,), dtype=tl.float32), mask=n_ok,
@@ -240,12 +245,14 @@ def _aligned(*tensors) -> bool:
 
 def _gemv(x, packed, scales, y, *, bn, bkw, split, evict, num_warps, launch_info=None):
     """One launch of :func:`w4a16_gemv_kernel` into ``y`` (1, N) BF16. The first call of a
-    signature goes through Triton's JIT and keeps the compiled kernel; later ones call its launcher
-    directly, which skips the JIT's per-call argument handling (tens of microseconds of host time,
-    as much as the kernel takes). A Triton whose launcher differs falls back to the JIT path."""
+    signature (shapes, strides, dtypes, configuration) goes through Triton's JIT and keeps the
+    compiled kernel; later ones call its launcher directly, which skips the JIT's per-call argument
+    binding and cache lookup on the host (and its launch hooks, so hook-based profilers do not see
+    these launches). A Triton whose launcher differs falls back to the JIT path for good;
+    ``_FAST`` says which path ran."""
     k, n = x.shape[-1], packed.shape[1]
-    key = (str(x.device), k, n, packed.stride(0), scales.shape[0], scales.stride(0), bn, bkw,
-           split, evict, num_warps)
+    key = (str(x.device), k, n, packed.stride(0), scales.shape[0], scales.stride(0), x.dtype,
+           packed.dtype, scales.dtype, y.dtype, bn, bkw, split, evict, num_warps)
     cached = _LAUNCHERS.get(key) if _FAST["enabled"] and launch_info is None else None
     if cached is not None and _aligned(x, packed, scales, y):
         compiled, grid, tail, stream = cached
@@ -437,6 +444,7 @@ def bench_w4a16(shapes=((4096, 14336), (14336, 4096)), batch=(1, 2, 4, 8, 16),
                               "config": cfg, "tried": tried, "tried_dot": tried_dot, "rows": rows,
                               "weight_bytes": w4_weight_bytes(k, n, group_size),
                               "bf16_weight_bytes": k * n * 2})
+    out["fast_launch"] = dict(_FAST)          # whether the timed GEMV calls used the cached launcher
     return out
 # [/w4a16:bench]
 
@@ -458,7 +466,8 @@ W4A16_NCU_METRICS = (
 
 
 def _profiled_call(k: int, n: int, m: int, config: dict, group_size: int = 128) -> None:
-    """The process ``profile_w4a16`` runs under Nsight Compute: one warm-up call, one profiled."""
+    """The process ``profile_w4a16`` runs under Nsight Compute: a first call, then the one whose
+    counters the page reads."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     packed, scales = pack_w4(torch.randn(k, n, device="cuda", generator=gen) / k**0.5, group_size)
     x = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
@@ -471,8 +480,9 @@ def _profiled_call(k: int, n: int, m: int, config: dict, group_size: int = 128) 
 # [w4a16:profile]
 def profile_w4a16(k: int, n: int, m: int, config: dict, group_size: int = 128) -> dict:
     """Nsight Compute counters of the W4A16 kernel for one shape and launch configuration, with
-    the instructions per weight. The process launches it twice; the counters are the first
-    launch's (Nsight Compute keeps one launch per kernel name), which runs after compilation."""
+    the instructions per weight. The process launches it twice; ``kernel`` holds the counters of
+    the last launch (the steady state, after the first call's compilation and set-up), and
+    ``launches`` every launch's."""
     import json
     import sys
 
@@ -482,8 +492,8 @@ def profile_w4a16(k: int, n: int, m: int, config: dict, group_size: int = 128) -
             f"_profiled_call({k}, {n}, {m}, json.loads(sys.argv[1]), {group_size})")
     res = profile([sys.executable, "-c", code, json.dumps(config)], W4A16_NCU_METRICS,
                   kernel_regex="w4a16")
-    kernels = list(res["kernels"].values())
-    last = kernels[-1] if kernels else {}
+    launches = res.get("launches") or []
+    last = launches[-1] if launches else {}
     inst = last.get("sm__inst_executed.sum")
     return {**res, "kernel": last,
             "warp_instructions_per_weight": None if inst is None else inst / (k * n)}
