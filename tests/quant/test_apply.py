@@ -121,3 +121,21 @@ def test_perplexity_is_exp_of_the_models_own_loss():
     with torch.no_grad():
         loss = model(x, y)[1]
     assert A.perplexity(model, tokens, 16) == pytest.approx(math.exp(float(loss)), rel=1e-5)
+
+
+def test_paired_change_is_the_perplexity_ratio_with_its_sampling_error():
+    model, tokens = _model(), torch.randint(0, 64, (16 * 40 + 1,))
+    ref = A.window_losses(model, tokens, 16)
+    assert ref.shape == (40,)
+    assert math.exp(float(ref.mean())) == pytest.approx(A.perplexity(model, tokens, 16))
+    other = A.quantize_model(model, Cell("rtn", "int4", "channel"), 8)
+    change, se = A.paired_change(A.window_losses(other, tokens, 16), ref)
+    ratio = A.perplexity(other, tokens, 16) / A.perplexity(model, tokens, 16)
+    assert change == pytest.approx(100 * (ratio - 1))
+    assert se > 0
+    assert A.paired_change(ref + 0.01, ref) == pytest.approx((100 * (math.exp(0.01) - 1), 0.0))
+    # the same differences seen four times as often: the error halves
+    d = torch.randn(50, dtype=torch.float64) * 0.01
+    se1 = A.paired_change(ref[:1].repeat(50) + d, ref[:1].repeat(50))[1]
+    se4 = A.paired_change((ref[:1].repeat(50) + d).repeat(4), ref[:1].repeat(200))[1]
+    assert se4 == pytest.approx(se1 / 2, rel=0.02)

@@ -33,10 +33,15 @@ def test_one_row_per_cell_after_the_two_references(result):
     assert labels == ["fp32 fp32 -", "bf16 bf16 -", "rtn int8 channel", "rtn int4 group",
                       "gptq int4 group", "smoothquant int8 tensor", "fp8 e4m3 tensor"]
     rows = {lab: r for lab, r in zip(labels, m["rows"], strict=True)}
-    assert rows["fp32 fp32 -"]["delta"] == 0
+    assert rows["fp32 fp32 -"]["delta_pct"] == 0
     assert all(math.isfinite(r["ppl"]) and r["ppl"] > 1 for r in m["rows"])
     assert all(r["delta_pct"] == pytest.approx(100 * (r["ppl"] / m["rows"][0]["ppl"] - 1))
                for r in m["rows"])
+    assert rows["fp32 fp32 -"]["delta_pct_se"] == 0 and rows["rtn int4 group"]["delta_pct_se"] > 0
+    n_windows = (TINY["data"]["held_out_bytes"] - 1) // TINY["models"]["t"]["seq_len"]
+    assert all(len(r["window_losses"]) == n_windows for r in m["rows"])
+    change, se = C.compare_rows(m, "rtn int4 group", "fp32 fp32 -")
+    assert change == pytest.approx(rows["rtn int4 group"]["delta_pct"], abs=1e-3) and se > 0
     nbytes = [rows[k]["weight_bytes"] for k in ("rtn int4 group", "rtn int8 channel", "bf16 bf16 -",
                                                "fp32 fp32 -")]
     assert nbytes == sorted(nbytes) and nbytes[3] == 2 * nbytes[2]
@@ -46,7 +51,7 @@ def test_one_row_per_cell_after_the_two_references(result):
 
 def test_training_learned_the_text(result):
     (m,) = result["models"]
-    assert m["losses"][-1] < m["losses"][0] and m["rows"][0]["ppl"] < 256
+    assert m["final_loss"] < m["losses"][0] and m["rows"][0]["ppl"] < 256
     assert len(m["absmax"]) == 4 and result["python"]
 
 

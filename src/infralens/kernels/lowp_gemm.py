@@ -49,8 +49,8 @@ def bench_lowp_gemm(sizes=(4096, 8192), device: str = "cuda") -> dict:
 
 
 def _pad_rows(x: torch.Tensor, multiple: int) -> torch.Tensor:
-    """``x`` with zero rows appended up to a multiple of ``multiple`` (what ``_scaled_mm`` and
-    ``_int_mm`` need for a single decode row)."""
+    """``x`` with zero rows appended up to a multiple of ``multiple``: ``_int_mm`` needs more than
+    16 rows; ``_scaled_mm`` accepts one, and is padded here all the same."""
     extra = -x.shape[0] % multiple
     return torch.cat([x, x.new_zeros(extra, x.shape[1])]) if extra else x
 
@@ -61,11 +61,11 @@ def bench_formats(k: int = 4096, n: int = 14336, batches=(1, 4096), group_size: 
     """The matmul ``x (M, K) @ W (K, N)`` in every weight format of Lab 11's plan, with the kernel
     each one runs on in this book's stack, timed against BF16 cuBLAS in the same run (L2 flushed).
 
-    INT4 weights run the book's W4A16 kernel (and PyTorch's ``_weight_int4pack_mm`` where it
-    accepts the shape), INT8 weights ``_weight_int8pack_mm`` (weight-only) and ``_int_mm`` (W8A8),
-    E4M3 ``_scaled_mm`` with per-tensor or per-row scales. The W8A8 times are the GEMM alone: the
-    activations are quantized beforehand, so the kernels that would do it at run time are not
-    counted. A kernel that refuses a shape is recorded with its error, not skipped silently."""
+    INT4 weights run the book's W4A16 kernel, INT8 weights ``_weight_int8pack_mm`` (weight-only)
+    and ``_int_mm`` (W8A8), E4M3 ``_scaled_mm`` with per-tensor or per-row scales. The W8A8 times are
+    the GEMM alone: the activations are quantized beforehand, and ``_int_mm``'s INT32 output is not
+    rescaled to BF16 (``_scaled_mm`` applies its scales and writes BF16 itself). A kernel that
+    refuses a shape is recorded with its error, not skipped silently."""
     import functools
 
     from infralens.kernels.w4a16 import pack_w4, w4a16_matmul

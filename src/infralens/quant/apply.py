@@ -11,8 +11,10 @@ Calibrated methods read each layer's inputs on a calibration batch. GPTQ reads t
 quantized so far produces them*: the layers are quantized in the order the forward pass meets
 them, and before each one the batch runs through the model with the earlier layers already
 replaced, so later layers absorb earlier errors (its sequential calibration). AWQ and SmoothQuant
-read every layer's inputs from one pass of the unquantized model, as their papers do: their scales
-change no product, so the unquantized model's inputs are the scaled model's too.
+read every layer's inputs from one pass of the unquantized model, as the authors' code does.
+SmoothQuant rescales only the layers that follow a LayerNorm (:data:`SMOOTHED`), whose divisor
+folds into the norm's weights; the attention and MLP output projections stay plain W8A8. AWQ here
+is its scale search alone, with symmetric INT4 and no search over clipping ranges.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ from infralens.quant.plan import CALIBRATED, QUANTIZES_ACTIVATIONS, SEQUENTIAL, 
 from infralens.quant.smoothing import awq_search, quantize_activations, smoothquant_scales
 
 __all__ = ["QuantLinear", "block_linears", "layer_inputs", "quantize_model", "fp8_fake_quantize",
-           "weight_bytes", "perplexity", "channel_absmax"]
+           "weight_bytes", "perplexity", "window_losses", "paired_change", "channel_absmax",
+           "SMOOTHED"]
+
+#: The layers SmoothQuant rescales: those whose input comes from a LayerNorm, into which the
+#: divisor folds (as the authors' ``smooth_lm`` does); the others stay plain W8A8.
+SMOOTHED = ("attn.qkv", "mlp.fc")
 
 E4M3 = torch.float8_e4m3fn
 
@@ -99,7 +106,8 @@ def layer_inputs(model: nn.Module, names: list[str], tokens: torch.Tensor) -> di
     return seen
 
 
-def _weight(cell: Cell, w: torch.Tensor, x: torch.Tensor | None, group_size: int, alpha: float):
+def _weight(cell: Cell, w: torch.Tensor, x: torch.Tensor | None, group_size: int, alpha: float,
+            smooth_this: bool = True):
     """The quantized weight (N, K) for one layer, and SmoothQuant's divisor (or None)."""
     k = w.shape[1]
     group = group_size if cell.granularity == "group" else None
@@ -110,7 +118,7 @@ def _weight(cell: Cell, w: torch.Tensor, x: torch.Tensor | None, group_size: int
     if cell.method == "awq":
         return awq_search(w, x, cell.bits, group_size=group or k)["weight"], None
     smooth = None
-    if cell.method == "smoothquant":
+    if cell.method == "smoothquant" and smooth_this:
         smooth = smoothquant_scales(x.double().abs().amax(dim=0), w.double(), alpha)
         w = w.double() * smooth[None, :]
     return fake_quantize(w.double(), cell.bits, cell.granularity, group), smooth
@@ -134,7 +142,7 @@ def quantize_model(model: nn.Module, cell: Cell, group_size: int,
         x = inputs.get(name)
         if cell.method in SEQUENTIAL:                           # inputs from the model so far
             x = layer_inputs(model, [name], calibration)[name]
-        weight, smooth = _weight(cell, linear.weight, x, group_size, alpha)
+        weight, smooth = _weight(cell, linear.weight, x, group_size, alpha, name.endswith(SMOOTHED))
         parent, attr = name.rsplit(".", 1)
         setattr(mods[parent], attr, QuantLinear(linear, weight, QUANTIZES_ACTIVATIONS.get(
             cell.method), smooth))
@@ -159,22 +167,40 @@ def weight_bytes(model: nn.Module, cell: Cell | None, group_size: int, other_bit
 
 
 @torch.no_grad()
-def perplexity(model: nn.Module, tokens: torch.Tensor, seq_len: int, batch: int = 64) -> float:
-    """exp(mean next-token cross-entropy) over the non-overlapping windows of ``tokens`` (1-D)."""
+def window_losses(model: nn.Module, tokens: torch.Tensor, seq_len: int, batch: int = 64
+                  ) -> torch.Tensor:
+    """The mean next-token cross-entropy (nats) of each non-overlapping window of ``tokens`` (1-D),
+    as a float64 tensor (windows,)."""
     n = (len(tokens) - 1) // seq_len
     if n < 1:
         raise ValueError(f"{len(tokens)} tokens hold no window of {seq_len} + 1")
     device = next(model.parameters()).device
-    nats, count = 0.0, 0
+    out = []
     for i in range(0, n, batch):
         rows = range(i, min(i + batch, n))
         x = torch.stack([tokens[r * seq_len: (r + 1) * seq_len] for r in rows]).to(device)
         y = torch.stack([tokens[r * seq_len + 1: (r + 1) * seq_len + 1] for r in rows]).to(device)
         logits = model(x)[0].float()
-        nats += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
-                                      reduction="sum"))
-        count += y.numel()
-    return math.exp(nats / count)
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
+        out.append(ce.reshape(len(rows), seq_len).double().mean(dim=1).cpu())
+    return torch.cat(out)
+
+
+def perplexity(model: nn.Module, tokens: torch.Tensor, seq_len: int, batch: int = 64) -> float:
+    """exp(mean next-token cross-entropy) over the non-overlapping windows of ``tokens`` (1-D)."""
+    return math.exp(float(window_losses(model, tokens, seq_len, batch).mean()))
+
+
+# [quant:paired]
+def paired_change(losses: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
+    """Perplexity change of a model against a reference on the same windows, in percent, and its
+    standard error from the spread of the per-window differences (the held-out text's sampling
+    noise; it does not include the calibration sample's): ``100 (exp(mean d) - 1)`` and
+    ``100 exp(mean d) std(d) / sqrt(n)`` for d = losses - reference."""
+    d = torch.as_tensor(losses, dtype=torch.float64) - torch.as_tensor(reference, dtype=torch.float64)
+    ratio = math.exp(float(d.mean()))
+    return 100 * (ratio - 1), 100 * ratio * float(d.std()) / math.sqrt(len(d))
+# [/quant:paired]
 
 
 def channel_absmax(model: nn.Module, tokens: torch.Tensor) -> dict[str, torch.Tensor]:

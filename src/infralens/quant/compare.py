@@ -9,8 +9,8 @@ For each model of the plan the runner trains a GPT on the standard library's sou
 :mod:`infralens.training.text`), measures its perplexity on held-out files, records how large each
 linear layer's input channels get (the activation outliers), then quantizes it once per cell
 (:func:`infralens.quant.apply.quantize_model`) and measures again. Rows are relative to the FP32
-model; a BF16 row (the block weights rounded to BF16) shows how much perplexity moves for a change
-that should cost nothing.
+model, each with the standard error of its change over the held-out windows; a BF16 row (the block
+weights rounded to BF16) is a sanity check, a change that should cost nothing.
 
 A plan that cannot be run (not YAML, an unknown method or format, a granularity the method does
 not take, a size that is not a positive integer, a model the plan does not name) prints one line,
@@ -20,6 +20,7 @@ not take, a size that is not a positive integer, a model the plan does not name)
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -30,9 +31,10 @@ from infralens.quant.apply import (
     QuantLinear,
     block_linears,
     channel_absmax,
-    perplexity,
+    paired_change,
     quantize_model,
     weight_bytes,
+    window_losses,
 )
 from infralens.quant.plan import ModelSpec, Plan, PlanError, load_plan, shipped_plan
 from infralens.tools.cli import OneLineParser, UsageError, output_path, run_main, write_json
@@ -40,7 +42,8 @@ from infralens.training.text import BYTE_VOCAB, TextCorpus, stdlib_corpus
 from infralens.training.train_single_gpu import TrainConfig, train
 
 __all__ = ["run_plan", "train_on_text", "calibration_windows", "outlier_summary", "bf16_model",
-           "format_rows", "main", "OUTLIER_FACTOR", "plot_outlier_ratios", "by_label", "matrix_table"]
+           "format_rows", "main", "OUTLIER_FACTOR", "plot_outlier_ratios", "by_label", "matrix_table",
+           "compare_rows"]
 
 PROG = "infralens.quant.compare"
 #: An input channel counts as an outlier when its largest magnitude exceeds this many times the
@@ -108,29 +111,34 @@ def run_plan(plan: Plan, device: str = "cpu", models: Sequence[str] | None = Non
         model = trained.model.eval().float()
         calib = calibration_windows(corpus.train, plan.calibration_sequences, spec.seq_len)
         calib = calib.to(device)
-        ref = perplexity(model, corpus.held_out, spec.seq_len)
-        rows = [{"method": "fp32", "format": "fp32", "granularity": "-", "ppl": ref,
+        held = corpus.held_out
+        ref = window_losses(model, held, spec.seq_len)
+        rows = [{"method": "fp32", "format": "fp32", "granularity": "-", "losses": ref,
                  "weight_bytes": weight_bytes(model, None, plan.group_size, other_bits=32)},
                 {"method": "bf16", "format": "bf16", "granularity": "-",
-                 "ppl": perplexity(bf16_model(model), corpus.held_out, spec.seq_len),
+                 "losses": window_losses(bf16_model(model), held, spec.seq_len),
                  "weight_bytes": weight_bytes(model, None, plan.group_size)}]
         for cell in plan.cells():
             t = time.perf_counter()
             quantized = quantize_model(model, cell, plan.group_size, calib, plan.smoothquant_alpha)
             rows.append({"method": cell.method, "format": cell.format,
                          "granularity": cell.granularity,
-                         "ppl": perplexity(quantized, corpus.held_out, spec.seq_len),
+                         "losses": window_losses(quantized, held, spec.seq_len),
                          "weight_bytes": weight_bytes(model, cell, plan.group_size),
                          "seconds": time.perf_counter() - t})
             if log:
-                log(f"{spec.name}: {cell.label}: perplexity {rows[-1]['ppl']:.4f}")
+                log(f"{spec.name}: {cell.label}: mean loss {float(rows[-1]['losses'].mean()):.4f}")
         for row in rows:
-            row["delta"] = row["ppl"] - ref
-            row["delta_pct"] = 100 * (row["ppl"] / ref - 1)
+            losses = row.pop("losses")
+            row["ppl"] = math.exp(float(losses.mean()))
+            row["delta_pct"], row["delta_pct_se"] = paired_change(losses, ref)
+            row["window_losses"] = [round(v, 6) for v in losses.tolist()]
         absmax = channel_absmax(model, calib)
         out["models"].append({
             "name": spec.name, "spec": vars(spec), "params": trained.num_params,
             "losses": trained.losses, "train_seconds": trained.seconds,
+            "final_loss": sum(trained.losses[-(len(trained.losses) // 10 or 1):])
+            / (len(trained.losses) // 10 or 1),
             "seconds": time.perf_counter() - t0, "rows": rows,
             "outliers": outlier_summary(absmax),
             "absmax": {name: [round(v, 5) for v in a.tolist()] for name, a in absmax.items()}})
@@ -142,14 +150,14 @@ def format_rows(result: dict) -> list[str]:
     """The matrix as aligned text lines, one per cell, model by model."""
     lines = []
     for m in result["models"]:
-        lines.append(f"model {m['name']}: {m['params']:,} parameters, final training loss "
-                     f"{m['losses'][-1]:.3f} nats")
-        lines.append(f"  {'method':<12} {'format':<6} {'granularity':<11} {'weights':>10} "
-                     f"{'perplexity':>10} {'change':>8}")
+        lines.append(f"model {m['name']}: {m['params']:,} parameters, training loss "
+                     f"{m['final_loss']:.3f} nats (mean of the last tenth of the steps)")
+        lines.append(f"  {'method':<12} {'format':<6} {'scales':<8} {'weights':>13} "
+                     f"{'perplexity':>10} {'change':>8} {'± s.e.':>7}")
         for r in m["rows"]:
-            lines.append(f"  {r['method']:<12} {r['format']:<6} {r['granularity']:<11} "
-                         f"{r['weight_bytes'] / 1e3:>7,.1f} kB {r['ppl']:>10.4f} "
-                         f"{r['delta_pct']:>+7.2f}%")
+            lines.append(f"  {r['method']:<12} {r['format']:<6} {r['granularity']:<8} "
+                         f"{r['weight_bytes'] / 1e3:>10,.1f} kB {r['ppl']:>10.4f} "
+                         f"{r['delta_pct']:>+7.2f}% {r['delta_pct_se']:>6.2f}")
     return lines
 
 
@@ -220,13 +228,21 @@ def by_label(model: dict) -> dict[str, dict]:
     return {f"{r['method']} {r['format']} {r['granularity']}": r for r in model["rows"]}
 
 
+def compare_rows(model: dict, label: str, other: str) -> tuple[float, float]:
+    """The perplexity change of row ``label`` against row ``other`` of one model, in percent, with
+    its standard error over the held-out windows (:func:`~infralens.quant.apply.paired_change`)."""
+    rows = by_label(model)
+    return paired_change(torch.tensor(rows[label]["window_losses"]),
+                         torch.tensor(rows[other]["window_losses"]))
+
+
 def matrix_table(models: list[dict]) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the matrix for a page table: per model, the weight bytes and the change of
-    perplexity from the FP32 model, cell by cell."""
-    header = ["Method", "Format", "Weights"]
+    perplexity from the FP32 model with its standard error (:func:`paired_change`), cell by cell."""
+    header = ["Method", "Format", "Scales"]
     for m in models:
         header += [f"{m['name']}: MB" if m["rows"][0]["weight_bytes"] > 1e7 else f"{m['name']}: kB",
-                   f"{m['name']}: change"]
+                   f"{m['name']}: change ± s.e."]
     labels = list(by_label(models[0]))
     rows = []
     for label in labels:
@@ -234,6 +250,7 @@ def matrix_table(models: list[dict]) -> tuple[list[str], list[list[str]]]:
         for m in models:
             r = by_label(m)[label]
             scale = 1e6 if m["rows"][0]["weight_bytes"] > 1e7 else 1e3
-            row += [f"{r['weight_bytes'] / scale:,.1f}", f"{r['delta_pct']:+.2f}%"]
+            row += [f"{r['weight_bytes'] / scale:,.1f}",
+                    f"{r['delta_pct']:+.2f}% ± {r['delta_pct_se']:.2f}"]
         rows.append(row)
     return header, rows
