@@ -139,3 +139,15 @@ def test_paired_change_is_the_perplexity_ratio_with_its_sampling_error():
     se1 = A.paired_change(ref[:1].repeat(50) + d, ref[:1].repeat(50))[1]
     se4 = A.paired_change((ref[:1].repeat(50) + d).repeat(4), ref[:1].repeat(200))[1]
     assert se4 == pytest.approx(se1 / 2, rel=0.02)
+
+
+def test_paired_change_over_blocks_of_windows():
+    gen = torch.Generator().manual_seed(3)
+    ref = torch.rand(64, generator=gen, dtype=torch.float64)
+    d = torch.randn(64, generator=gen, dtype=torch.float64) * 0.01
+    per_window = A.paired_change(ref + d, ref)
+    assert A.paired_change(ref + d, ref, blocks=64) == pytest.approx(per_window)   # blocks of one
+    change, se = A.paired_change(ref + d, ref, blocks=8)
+    means = d.reshape(8, 8).mean(dim=1)
+    assert change == pytest.approx(per_window[0])
+    assert se == pytest.approx(100 * math.exp(float(d.mean())) * float(means.std()) / math.sqrt(8))

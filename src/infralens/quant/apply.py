@@ -192,13 +192,19 @@ def perplexity(model: nn.Module, tokens: torch.Tensor, seq_len: int, batch: int 
 
 
 # [quant:paired]
-def paired_change(losses: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
+def paired_change(losses: torch.Tensor, reference: torch.Tensor, blocks: int | None = None
+                  ) -> tuple[float, float]:
     """Perplexity change of a model against a reference on the same windows, in percent, and its
-    standard error from the spread of the per-window differences (the held-out text's sampling
-    noise; it does not include the calibration sample's): ``100 (exp(mean d) - 1)`` and
-    ``100 exp(mean d) std(d) / sqrt(n)`` for d = losses - reference."""
+    standard error from the spread of the differences d = losses - reference: ``100 (exp(mean d)
+    - 1)`` and ``100 exp(mean d) s / sqrt(n)``. Neighbouring windows come from the same file and
+    are correlated, so with ``blocks`` the error is taken over that many blocks of consecutive
+    windows (their mean differences), not over single windows. It measures the held-out text's
+    sampling noise only, not the calibration sample's or the training seed's."""
     d = torch.as_tensor(losses, dtype=torch.float64) - torch.as_tensor(reference, dtype=torch.float64)
     ratio = math.exp(float(d.mean()))
+    if blocks:
+        size = max(1, len(d) // blocks)
+        d = d[: size * (len(d) // size)].reshape(-1, size).mean(dim=1)
     return 100 * (ratio - 1), 100 * ratio * float(d.std()) / math.sqrt(len(d))
 # [/quant:paired]
 

@@ -43,9 +43,12 @@ from infralens.training.train_single_gpu import TrainConfig, train
 
 __all__ = ["run_plan", "train_on_text", "calibration_windows", "outlier_summary", "bf16_model",
            "format_rows", "main", "OUTLIER_FACTOR", "plot_outlier_ratios", "by_label", "matrix_table",
-           "compare_rows"]
+           "compare_rows", "ERROR_BLOCKS"]
 
 PROG = "infralens.quant.compare"
+#: Blocks of consecutive held-out windows the standard errors are taken over (neighbouring
+#: windows come from the same file and are correlated).
+ERROR_BLOCKS = 32
 #: An input channel counts as an outlier when its largest magnitude exceeds this many times the
 #: median channel's: a relative criterion of this lab's (LLM.int8()'s threshold is an absolute
 #: magnitude, ``smoothing.LLM_INT8_THRESHOLD``).
@@ -131,7 +134,7 @@ def run_plan(plan: Plan, device: str = "cpu", models: Sequence[str] | None = Non
         for row in rows:
             losses = row.pop("losses")
             row["ppl"] = math.exp(float(losses.mean()))
-            row["delta_pct"], row["delta_pct_se"] = paired_change(losses, ref)
+            row["delta_pct"], row["delta_pct_se"] = paired_change(losses, ref, ERROR_BLOCKS)
             row["window_losses"] = [round(v, 6) for v in losses.tolist()]
         absmax = channel_absmax(model, calib)
         out["models"].append({
@@ -230,10 +233,11 @@ def by_label(model: dict) -> dict[str, dict]:
 
 def compare_rows(model: dict, label: str, other: str) -> tuple[float, float]:
     """The perplexity change of row ``label`` against row ``other`` of one model, in percent, with
-    its standard error over the held-out windows (:func:`~infralens.quant.apply.paired_change`)."""
+    its standard error over :data:`ERROR_BLOCKS` blocks of held-out windows
+    (:func:`~infralens.quant.apply.paired_change`)."""
     rows = by_label(model)
     return paired_change(torch.tensor(rows[label]["window_losses"]),
-                         torch.tensor(rows[other]["window_losses"]))
+                         torch.tensor(rows[other]["window_losses"]), ERROR_BLOCKS)
 
 
 def matrix_table(models: list[dict]) -> tuple[list[str], list[list[str]]]:
@@ -250,7 +254,7 @@ def matrix_table(models: list[dict]) -> tuple[list[str], list[list[str]]]:
         for m in models:
             r = by_label(m)[label]
             scale = 1e6 if m["rows"][0]["weight_bytes"] > 1e7 else 1e3
-            row += [f"{r['weight_bytes'] / scale:,.1f}",
-                    f"{r['delta_pct']:+.2f}% ± {r['delta_pct_se']:.2f}"]
+            change, se = compare_rows(m, label, "fp32 fp32 -")
+            row += [f"{r['weight_bytes'] / scale:,.1f}", f"{change:+.2f}% ± {se:.2f}"]
         rows.append(row)
     return header, rows
