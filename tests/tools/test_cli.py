@@ -599,3 +599,15 @@ def test_the_table_names_each_command_once_and_every_command_line():
     mains = {".".join(p.relative_to(package).with_suffix("").parts) for p in mains}
     mains = {m.removesuffix(".__main__").replace("memory.cli", "memory") for m in mains}
     assert mains - covered == set(), "a command line with no row in BAD_INPUT"
+
+
+def test_read_yaml_names_the_file_and_the_line(tmp_path):
+    from infralens.tools.cli import read_yaml
+
+    (tmp_path / "ok.yaml").write_text("a: [1, 2]\n")
+    (tmp_path / "bad.yaml").write_text("a: 1\nb: [unclosed\n")
+    assert read_yaml(tmp_path / "ok.yaml", LookupError, "demo file") == {"a": [1, 2]}
+    with pytest.raises(LookupError, match=r"^demo file '.*bad.yaml' is not valid YAML \(line 3\)$"):
+        read_yaml(tmp_path / "bad.yaml", LookupError, "demo file")
+    with pytest.raises(LookupError, match="cannot read demo file '.*none.yaml': No such file"):
+        read_yaml(tmp_path / "none.yaml", LookupError, "demo file")

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infralens.hardware import GPU, GPUS
+from infralens.tools.cli import read_yaml
 
 __all__ = ["Cluster", "ClusterError", "cluster_from_dict", "load_cluster", "parse_bandwidth"]
 
@@ -126,15 +125,5 @@ def cluster_from_dict(raw: Any, name: str = "cluster") -> Cluster:
 
 def load_cluster(path: str | os.PathLike[str]) -> Cluster:
     """Read and check a cluster YAML file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise ClusterError(f"cannot read cluster file '{path}': {reason}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        where = getattr(err, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        raise ClusterError(f"cluster file '{path}' is not valid YAML{line}") from None
+    raw = read_yaml(path, ClusterError, "cluster file")
     return cluster_from_dict(raw, Path(path).stem)

@@ -27,9 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from infralens.tools.cli import MAX_INT
+from infralens.tools.cli import MAX_INT, read_yaml
 
 __all__ = ["Plan", "PlanError", "Cell", "ModelSpec", "METHODS", "FORMAT_BITS", "load_plan",
            "plan_from_dict", "shipped_plan"]
@@ -217,17 +215,7 @@ def plan_from_dict(raw: Any) -> Plan:
 
 def load_plan(path: str | os.PathLike[str]) -> Plan:
     """Read and check a plan file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise PlanError(f"cannot read plan file '{path}': {reason}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        where = getattr(err, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        raise PlanError(f"plan file '{path}' is not valid YAML{line}") from None
+    raw = read_yaml(path, PlanError, "plan file")
     return plan_from_dict(raw)
 
 

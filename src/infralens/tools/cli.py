@@ -166,6 +166,25 @@ def whole_file(path: str | os.PathLike) -> Iterator[str]:
         raise
 
 
+def read_yaml(path: str | os.PathLike, error: type[Exception], what: str):
+    """The parsed contents of the YAML file ``path``; a file that cannot be read or parsed raises
+    ``error`` with one line naming it (``what``: "plan file", "cluster file")."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise error(f"cannot read {what} '{path}': {reason}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise error(f"{what} '{path}' is not valid YAML{line}") from None
+
+
 def write_json(path: str | os.PathLike, obj) -> None:
     """Write ``obj`` as JSON to ``path`` (a command's ``--out``), whole (:func:`whole_file`)."""
     with whole_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
